@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up .venv with everything the tests need, then runs the linters, the docs build and the test suite.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k gae`.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/setup.sh" dev docs plot
+cd "$root"
+echo "== ruff format --check"
+.venv/bin/ruff format --check .
+echo "== ruff check"
+.venv/bin/ruff check .
+echo "== mkdocs build --strict"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+echo "== pytest"
+# pytest exits 5 when it collected no test: set -e makes that a failure, as it should be.
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Tables and learning curves of the PPO benchmarks (benchmark/ppo.sh), read from runs/ (or $RUNS_DIR):
+# one report per block, into benchmark/results/BLOCK/ (table.md, curves_steps.png, curves_walltime.png).
+#   bash benchmark/ppo_plot.sh classic atari
+# Every block named is reported even when one fails (for example, no runs of it yet); the exit status says if any did.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [ -f .venv/bin/activate ]; then
+    # shellcheck disable=SC1091
+    source .venv/bin/activate
+fi
+
+report() {
+    local block="$1"
+    shift
+    python -m cleanrl_utils.report --runs-dir "${RUNS_DIR:-runs}" --output-dir "benchmark/results/$block" \
+        --compare-reference "$@"
+}
+
+classic() {
+    report classic --exp-names ppo --env-ids CartPole-v1 Acrobot-v1 MountainCar-v0
+}
+
+atari() {
+    report atari --exp-names ppo_atari ppo_atari_lstm ppo_atari_multigpu \
+        --env-ids PongNoFrameskip-v4 BreakoutNoFrameskip-v4 BeamRiderNoFrameskip-v4
+}
+
+envpool() {
+    report envpool --exp-names ppo_atari_envpool --env-ids Pong-v5 Breakout-v5 BeamRider-v5
+}
+
+jax() {
+    # the JAX variants log fixed-shape averages of the finished episodes
+    report jax --exp-names ppo_atari_envpool_xla_jax ppo_atari_envpool_xla_jax_scan \
+        --env-ids Pong-v5 Breakout-v5 BeamRider-v5 --metric charts/avg_episodic_return
+}
+
+mujoco() {
+    report mujoco --exp-names ppo_continuous_action \
+        --env-ids HalfCheetah-v4 Walker2d-v4 Hopper-v4 InvertedPendulum-v4 Humanoid-v4 Pusher-v4
+}
+
+dm_control() {
+    report dm_control --exp-names ppo_continuous_action \
+        --env-ids dm_control/cartpole-balance-v0 dm_control/ball_in_cup-catch-v0 dm_control/reacher-easy-v0
+}
+
+procgen() {
+    report procgen --exp-names ppo_procgen --env-ids starpilot bossfight bigfish
+}
+
+pettingzoo() {
+    # self-play: the reference compares episode lengths (both players share an episode)
+    report pettingzoo --exp-names ppo_pettingzoo_ma_atari --env-ids pong_v3 surround_v2 \
+        --metric charts/episodic_length-player0
+}
+
+isaacgym() {
+    report isaacgym --exp-names ppo_continuous_action_isaacgym --env-ids Ant Cartpole
+}
+
+blocks=(classic atari envpool jax mujoco dm_control procgen pettingzoo isaacgym)
+if [ $# -eq 0 ]; then
+    echo "usage: bash benchmark/ppo_plot.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
+    exit 2
+fi
+for block in "$@"; do
+    if [[ ! " ${blocks[*]} " =~ " $block " ]]; then
+        echo "ppo_plot.sh: error: no block '$block'; blocks: ${blocks[*]}" >&2
+        exit 2
+    fi
+done
+failed=()
+for block in "$@"; do
+    echo "== $block"
+    "$block" || failed+=("$block")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "ppo_plot.sh: no report for: ${failed[*]}" >&2
+    exit 1
+fi

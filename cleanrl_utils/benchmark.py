@@ -1,0 +1,288 @@
+"""Runs one training command over several environments and seeds: on this machine, a few at a time, or as a
+Slurm array job.
+
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py --no-cuda" \\
+        --num-seeds 3 --workers 2
+    python -m cleanrl_utils.benchmark ... --workers 0          # only print the commands
+    python -m cleanrl_utils.benchmark ... --slurm-template-path benchmark/ppo.slurm_template --slurm-gpus-per-task 1
+
+Each run gets `--env-id ENV --seed SEED` appended to the command; for each seed, every environment in turn.
+"""
+
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tyro
+
+# Thread pools of the numeric libraries a script may load; each run gets its share of the cores.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+@dataclass
+class Args:
+    env_ids: list[str] = field(default_factory=lambda: ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"])
+    """the environments to run the command on"""
+    command: str = "python cleanrl/ppo.py --no-cuda"
+    """the training command; `--env-id ENV --seed SEED` is appended for each run"""
+    num_seeds: int = 3
+    """how many seeds per environment"""
+    start_seed: int = 1
+    """the first seed; the others follow it"""
+    workers: int = 0
+    """how many runs at a time here (0: only print the commands); with Slurm, array tasks at a time (0: no limit)"""
+    threads_per_run: int | None = None
+    """threads per run, as OMP_NUM_THREADS and the like where unset (None: the cores / --workers, at least 1)"""
+    log_dir: str = "benchmark/logs"
+    """where each run's output goes, in a new timestamped folder per benchmark"""
+    slurm_template_path: str | None = None
+    """a Slurm job template, e.g. benchmark/ppo.slurm_template: submit an array job, one task per run, with sbatch"""
+    slurm_dir: str = "slurm"
+    """where the Slurm job script and the array tasks' logs are written"""
+    slurm_gpus_per_task: int | None = None
+    """GPUs for each Slurm task (None: no GPU requested)"""
+    slurm_ntasks: int | None = None
+    """Slurm tasks (processes) per run (None: 1)"""
+    slurm_total_cpus: int | None = None
+    """CPUs for each run, shared among its Slurm tasks (None: the cluster's default)"""
+    slurm_nodes: int | None = None
+    """nodes for each run (None: the cluster's default)"""
+
+
+@dataclass
+class Run:
+    env_id: str
+    seed: int
+    command: str
+
+    @property
+    def log_name(self) -> str:
+        return f"{self.env_id.replace('/', '_')}__seed{self.seed}.log"
+
+
+@dataclass
+class Outcome:
+    run: Run
+    returncode: int
+    seconds: float
+    log_path: Path
+
+
+class UserError(Exception):
+    """A mistake in the arguments: reported as one line on stderr with exit status 2."""
+
+
+def expand_runs(command: str, env_ids: list[str], num_seeds: int, start_seed: int) -> list[Run]:
+    """One run per seed and environment, all environments of the first seed first."""
+    return [
+        Run(env_id, seed, f"{command} --env-id {shlex.quote(env_id)} --seed {seed}")
+        for seed in range(start_seed, start_seed + num_seeds)
+        for env_id in env_ids
+    ]
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def child_environment(base: dict[str, str], threads: int) -> dict[str, str]:
+    """The environment of a run: `base` with the thread pools capped at `threads` where `base` does not
+    already say, and unbuffered Python output so the log fills as the run goes."""
+    env = dict(base)
+    for name in THREAD_VARIABLES:
+        env.setdefault(name, str(threads))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def check_args(args: Args) -> None:
+    if not args.env_ids:
+        raise UserError("no environment: give at least one with --env-ids")
+    repeated = sorted({env_id for env_id in args.env_ids if args.env_ids.count(env_id) > 1})
+    if repeated:
+        raise UserError(f"--env-ids names {', '.join(repeated)} more than once")
+    if not args.command.strip():
+        raise UserError("--command is empty: give the training command, e.g. 'python cleanrl/ppo.py --no-cuda'")
+    try:
+        shlex.split(args.command)
+    except ValueError as e:
+        raise UserError(f"--command cannot be split into words ({e}): check its quotes") from None
+    if args.num_seeds < 1:
+        raise UserError(f"--num-seeds must be at least 1, got {args.num_seeds}")
+    if args.workers < 0:
+        raise UserError(f"--workers must be 0 (print the commands) or more, got {args.workers}")
+    if args.threads_per_run is not None and args.threads_per_run < 1:
+        raise UserError(f"--threads-per-run must be at least 1, got {args.threads_per_run}")
+    slurm_options = ("slurm_gpus_per_task", "slurm_ntasks", "slurm_total_cpus", "slurm_nodes")
+    for name in slurm_options:
+        value = getattr(args, name)
+        flag = "--" + name.replace("_", "-")
+        if value is not None and args.slurm_template_path is None:
+            raise UserError(f"{flag} applies to Slurm jobs only: add --slurm-template-path")
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, got {value}")
+    if args.slurm_template_path is not None and not Path(args.slurm_template_path).is_file():
+        raise UserError(
+            f"no Slurm template at {args.slurm_template_path} (the project ships benchmark/ppo.slurm_template)"
+        )
+
+
+def new_folder(parent: Path, name: str) -> Path:
+    """A folder `parent/name` that did not exist before (`name-2`, `name-3`, ... if it did)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 1000):
+        folder = parent / (name if attempt == 1 else f"{name}-{attempt}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot find a free folder name for {parent / name}")
+
+
+def execute(run: Run, log_path: Path, env: dict[str, str]) -> Outcome:
+    """Runs one command with its output (stdout and stderr) in `log_path`; never raises for a failed run."""
+    start = time.time()
+    with open(log_path, "w") as log:
+        log.write(f"$ {run.command}\n")
+        log.flush()
+        try:
+            returncode = subprocess.run(
+                shlex.split(run.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            ).returncode
+        except OSError as e:  # the program itself is missing or cannot be executed
+            log.write(f"cannot start the command: {e}\n")
+            returncode = 127
+    return Outcome(run, returncode, time.time() - start, log_path)
+
+
+def duration(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}m{seconds:02d}s"
+
+
+def run_locally(runs: list[Run], workers: int, threads: int, log_dir: Path) -> list[Outcome]:
+    """Runs `workers` commands at a time, each in its own process, printing a line as each one ends."""
+    env = child_environment(dict(os.environ), threads)
+    outcomes = []
+    print(f"benchmark: {len(runs)} runs, {workers} at a time, {threads} thread(s) each; logs in {log_dir}", flush=True)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(execute, run, log_dir / run.log_name, env) for run in runs]
+        try:
+            for future in as_completed(futures):
+                outcome = future.result()
+                outcomes.append(outcome)
+                status = "ok" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode})"
+                print(
+                    f"[{len(outcomes)}/{len(runs)}] {status} {outcome.run.env_id} seed {outcome.run.seed} "
+                    f"in {duration(outcome.seconds)}: {outcome.log_path}",
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            # the running children got the same Ctrl-C; do not start the queued ones
+            for future in futures:
+                future.cancel()
+            raise
+    return [future.result() for future in futures]  # in the order of `runs`
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    failed = [o for o in outcomes if o.returncode != 0]
+    succeeded = {}
+    for o in outcomes:
+        if o.returncode == 0:
+            succeeded.setdefault(o.run.env_id, []).append(str(o.run.seed))
+    lines = [f"summary: {len(outcomes) - len(failed)} of {len(outcomes)} runs succeeded, {len(failed)} failed"]
+    lines += [f"  succeeded: {env_id} seeds {' '.join(seeds)}" for env_id, seeds in succeeded.items()]
+    lines += [f"  FAILED (exit {o.returncode}): {o.run.command}\n    log: {o.log_path}" for o in failed]
+    return "\n".join(lines)
+
+
+def fill_template(template: str, values: dict[str, str | None]) -> str:
+    """Replaces each {{name}} in `template` by values[name]; a line naming a value that is None is left out."""
+    known = set(values)
+    unknown = sorted(set(PLACEHOLDER.findall(template)) - known)
+    if unknown:
+        raise UserError(f"the Slurm template names unknown fields {unknown}; known fields: {sorted(known)}")
+    lines = []
+    for line in template.splitlines(keepends=True):
+        if any(values[name] is None for name in PLACEHOLDER.findall(line)):
+            continue
+        lines.append(PLACEHOLDER.sub(lambda m: values[m.group(1)], line))
+    return "".join(lines)
+
+
+def job_name(command: str) -> str:
+    """The script's name without `.py` (`ppo` for `python cleanrl/ppo.py ...`), else `benchmark`."""
+    scripts = [Path(word).stem for word in shlex.split(command) if word.endswith(".py")]
+    return scripts[0] if scripts else "benchmark"
+
+
+def slurm_values(args: Args, runs: list[Run], workdir: Path, log_dir: Path) -> dict[str, str | None]:
+    """What goes into the Slurm template."""
+    ntasks = args.slurm_ntasks or 1
+    return {
+        "job_name": job_name(args.command),
+        "array": f"0-{len(runs) - 1}" + (f"%{args.workers}" if args.workers > 0 else ""),
+        "num_runs": str(len(runs)),
+        "nodes": None if args.slurm_nodes is None else str(args.slurm_nodes),
+        "ntasks": str(ntasks),
+        "gpus_per_task": None if args.slurm_gpus_per_task is None else str(args.slurm_gpus_per_task),
+        "cpus_per_task": None if args.slurm_total_cpus is None else str(math.ceil(args.slurm_total_cpus / ntasks)),
+        "workdir": shlex.quote(str(workdir)),
+        "output": shlex.quote(str(log_dir / "%x_%A_%a.log")),
+        "commands": "\n".join(f"    {shlex.quote(run.command)}" for run in runs),
+    }
+
+
+def submit_to_slurm(args: Args, runs: list[Run]) -> int:
+    """Writes the array job script into --slurm-dir and submits it; returns the exit status."""
+    template = Path(args.slurm_template_path).read_text()
+    slurm_dir = Path(args.slurm_dir)
+    log_dir = (slurm_dir / "logs").resolve()
+    values = slurm_values(args, runs, Path.cwd(), log_dir)
+    script = fill_template(template, values)
+    log_dir.mkdir(parents=True, exist_ok=True)  # Slurm does not create the folder of --output itself
+    path = slurm_dir / f"{values['job_name']}_{time.strftime('%Y%m%d-%H%M%S')}.slurm"
+    path.write_text(script)
+    print(f"benchmark: wrote {path}: an array job of {len(runs)} runs; task logs go to {log_dir}")
+    if shutil.which("sbatch") is None:
+        raise UserError(f"sbatch is not on PATH; submit {path} with `sbatch {path}` on a machine with Slurm")
+    return subprocess.run(["sbatch", str(path)]).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(Args, args=argv, prog="python -m cleanrl_utils.benchmark")
+    try:
+        check_args(args)
+        runs = expand_runs(args.command, args.env_ids, args.num_seeds, args.start_seed)
+        if args.slurm_template_path is not None:
+            return submit_to_slurm(args, runs)
+    except UserError as e:
+        print(f"benchmark: error: {e}", file=sys.stderr)
+        return 2
+    if args.workers == 0:
+        print("\n".join(run.command for run in runs))
+        return 0
+    threads = args.threads_per_run or max(1, usable_cores() // args.workers)
+    log_dir = new_folder(Path(args.log_dir), time.strftime("%Y%m%d-%H%M%S"))
+    try:
+        outcomes = run_locally(runs, args.workers, threads, log_dir)
+    except KeyboardInterrupt:
+        print(f"benchmark: interrupted; the logs so far are in {log_dir}", file=sys.stderr)
+        return 130
+    print(summary(outcomes), flush=True)
+    return 0 if all(o.returncode == 0 for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""Tables and learning curves from the TensorBoard logs of benchmark runs, offline.
+
+    python -m cleanrl_utils.report                                   # every run under runs/
+    python -m cleanrl_utils.report --exp-names ppo --env-ids CartPole-v1 Acrobot-v1 --compare-reference
+    python -m cleanrl_utils.report --metric charts/avg_episodic_return --output-dir benchmark/results/jax
+
+Run folders are named `{env_id}__{exp_name}__{seed}__{unix_time}`, relative to --runs-dir (an env id with a '/',
+such as dm_control/cartpole-balance-v0, puts the folder one level deeper). A run's score is the average of its
+last 100 values of --metric (its last 100 episodes); a table cell is the mean ± standard deviation of the scores
+across seeds, the standard deviation being numpy's default, the population one (ddof=0).
+"""
+
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tyro
+
+REFERENCE_SCORES = Path(__file__).with_name("reference_scores.json")
+
+
+@dataclass
+class Args:
+    runs_dir: str = "runs"
+    """the folder of the run folders (TensorBoard logs)"""
+    exp_names: list[str] = field(default_factory=list)
+    """the variants (exp_name of the runs) to report, in this order (none given: all)"""
+    env_ids: list[str] = field(default_factory=list)
+    """the environments to report, in this order (none given: all)"""
+    metric: str = "charts/episodic_return"
+    """the scalar to score and plot, e.g. charts/avg_episodic_return (JAX) or charts/episodic_length-player0"""
+    last_episodes: int = 100
+    """a run's score is the average of its last this many values of --metric"""
+    output_dir: str = "benchmark/results"
+    """where table.md, curves_steps.png and curves_walltime.png are written"""
+    compare_reference: bool = False
+    """add the published scores of the reference implementation (cleanrl_utils/reference_scores.json)"""
+    plots: bool = True
+    """draw the learning curves (needs matplotlib: requirements/requirements-plot.txt)"""
+
+
+@dataclass
+class RunLog:
+    """One run's --metric: values against environment steps and against minutes since the run's first scalar."""
+
+    path: Path
+    env_id: str
+    exp_name: str
+    seed: int
+    steps: np.ndarray
+    values: np.ndarray
+    minutes: np.ndarray
+    runtime_minutes: float
+
+
+@dataclass
+class Summary:
+    mean: float
+    std: float
+    seeds: int
+    runtime_minutes: float
+
+
+class UserError(Exception):
+    """Reported as one line on stderr with exit status 2."""
+
+
+def warn(message: str) -> None:
+    print(f"report: warning: {message}", file=sys.stderr)
+
+
+def parse_run_name(name: str) -> tuple[str, str, int] | None:
+    """(env_id, exp_name, seed) from `{env_id}__{exp_name}__{seed}__{unix_time}`, or None for another name."""
+    parts = name.rsplit("__", 3)
+    if len(parts) != 4 or not all(parts[:2]) or not (parts[2].isdigit() and parts[3].isdigit()):
+        return None
+    return parts[0], parts[1], int(parts[2])
+
+
+def find_runs(runs_dir: Path, exp_names: list[str], env_ids: list[str]) -> list[tuple[Path, str, str, int]]:
+    """The run folders under `runs_dir` holding event files, as (folder, env_id, exp_name, seed), filtered."""
+    folders = sorted({path.parent for path in runs_dir.rglob("events.out.tfevents.*")})
+    runs = []
+    for folder in folders:
+        parsed = parse_run_name(folder.relative_to(runs_dir).as_posix())
+        if parsed is None:
+            warn(f"{folder} is not named env_id__exp_name__seed__time; left out")
+        elif (not env_ids or parsed[0] in env_ids) and (not exp_names or parsed[1] in exp_names):
+            runs.append((folder, *parsed))
+    return runs
+
+
+def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str) -> RunLog | None:
+    """Reads the run's TensorBoard events; None when it never logged `metric`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 1, "images": 1})
+    accumulator.Reload()
+    tags = accumulator.Tags()["scalars"]
+    if metric not in tags:
+        return None
+    events = {tag: accumulator.Scalars(tag) for tag in tags}
+    start = min(e[0].wall_time for e in events.values() if e)
+    end = max(e[-1].wall_time for e in events.values() if e)
+    scalars = events[metric]
+    order = np.argsort([e.step for e in scalars], kind="stable")
+    return RunLog(
+        path=folder,
+        env_id=env_id,
+        exp_name=exp_name,
+        seed=seed,
+        steps=np.array([scalars[i].step for i in order], dtype=np.float64),
+        values=np.array([scalars[i].value for i in order], dtype=np.float64),
+        minutes=np.array([(scalars[i].wall_time - start) / 60 for i in order], dtype=np.float64),
+        runtime_minutes=(end - start) / 60,
+    )
+
+
+def run_score(values: np.ndarray, last_episodes: int) -> float:
+    """The average of the last `last_episodes` values (all of them when there are fewer)."""
+    return float(np.mean(values[-last_episodes:]))
+
+
+def summarise(runs: list[RunLog], last_episodes: int) -> Summary:
+    scores = [run_score(run.values, last_episodes) for run in runs]
+    return Summary(
+        mean=float(np.mean(scores)),
+        std=float(np.std(scores)),
+        seeds=len(runs),
+        runtime_minutes=float(np.mean([run.runtime_minutes for run in runs])),
+    )
+
+
+def load_reference(path: Path = REFERENCE_SCORES) -> dict[tuple[str, str], dict]:
+    """The published scores, by (variant, env_id)."""
+    return {(e["variant"], e["env_id"]): e for e in json.loads(path.read_text())["scores"]}
+
+
+def statistic_of(metric: str) -> str:
+    """What a scalar measures, in the reference's terms: charts/avg_episodic_return -> episodic_return."""
+    name = metric.rsplit("/", 1)[-1]
+    return re.sub(r"-player\d+$", "", name.removeprefix("avg_"))
+
+
+def mean_std(mean: float, std: float | None) -> str:
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def reference_cells(entry: dict | None, metric: str) -> tuple[str, str]:
+    """The (reference, baseline) cells for one variant and environment."""
+    if entry is None:
+        return "", ""
+    reference = mean_std(entry["mean"], entry["std"])
+    if entry["statistic"] != statistic_of(metric):
+        reference += f" ({entry['statistic'].replace('_', ' ')})"
+    baseline = entry.get("baseline")
+    if baseline is None:
+        return reference, ""
+    source = "" if baseline["source"] == "openai/baselines PPO" else f" ({baseline['source']})"
+    return reference, mean_std(baseline["mean"], baseline["std"]) + source
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [header, ["-" * w for w in widths], *rows]
+    return "\n".join("| " + " | ".join(cell.ljust(w) for cell, w in zip(line, widths)) + " |" for line in lines)
+
+
+def results_table(
+    summaries: dict[tuple[str, str], Summary],
+    env_ids: list[str],
+    variants: list[str],
+    metric: str,
+    last_episodes: int,
+    reference: dict[tuple[str, str], dict] | None = None,
+) -> str:
+    """Environments as rows; for each variant its score, the published ones (with `reference`), seeds and
+    runtime. Ends with what the numbers mean."""
+    columns: list[tuple[str, dict[str, str]]] = []  # (header, cell by env_id)
+    for variant in variants:
+        found = {env_id: summaries[env_id, variant] for env_id in env_ids if (env_id, variant) in summaries}
+        columns.append((variant, {env_id: mean_std(s.mean, s.std) for env_id, s in found.items()}))
+        if reference is not None:
+            published = {env_id: reference_cells(reference.get((variant, env_id)), metric) for env_id in env_ids}
+            columns.append((f"{variant} reference", {env_id: cells[0] for env_id, cells in published.items()}))
+            baselines = {env_id: cells[1] for env_id, cells in published.items() if cells[1]}
+            if baselines:
+                columns.append((f"{variant} baseline", baselines))
+        columns.append((f"{variant} seeds", {env_id: str(s.seeds) for env_id, s in found.items()}))
+        columns.append(
+            (f"{variant} runtime (min)", {env_id: f"{s.runtime_minutes:.2f}" for env_id, s in found.items()})
+        )
+    header = ["environment"] + [name for name, _ in columns]
+    rows = [[env_id] + [cells.get(env_id, "") for _, cells in columns] for env_id in env_ids]
+    notes = [
+        f"Score: mean ± standard deviation across seeds (numpy's population std, ddof=0) of each run's average "
+        f"`{metric}` over its last {last_episodes} values. Runtime: minutes from a run's first to its last logged "
+        "scalar, averaged over seeds."
+    ]
+    if reference is not None:
+        notes.append(
+            "Reference: the reference implementation's published score (cleanrl_utils/reference_scores.json); "
+            "baseline: openai/baselines PPO unless the cell names another source."
+        )
+    return markdown_table(header, rows) + "\n\n" + "\n".join(notes) + "\n"
+
+
+def merge_repeats(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique x, with the mean of the y values logged at the same x (several episodes in one step)."""
+    order = np.argsort(x, kind="stable")
+    unique, inverse = np.unique(x[order], return_inverse=True)
+    return unique, np.bincount(inverse, weights=y[order]) / np.bincount(inverse)
+
+
+def align(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Puts several runs' (x, y) on one grid of `points` x values spanning the range all of them cover, by linear
+    interpolation; returns (grid, array of shape (runs, points))."""
+    merged = [merge_repeats(x, y) for x, y in curves]
+    lo, hi = max(x[0] for x, _ in merged), min(x[-1] for x, _ in merged)
+    grid = np.linspace(lo, hi, points) if hi > lo else np.array([hi])
+    return grid, np.stack([np.interp(grid, x, y) for x, y in merged])
+
+
+def plot_curves(
+    groups: dict[tuple[str, str], list[RunLog]],
+    env_ids: list[str],
+    variants: list[str],
+    x_axis: str,
+    metric: str,
+    path: Path,
+) -> None:
+    """One panel per environment with a curve per variant: the mean across seeds, shaded ± one std.
+    `x_axis` is "steps" (environment steps) or "minutes" (wall time since the run's first scalar)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ncols = min(3, len(env_ids))
+    nrows = math.ceil(len(env_ids) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4 * nrows), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, env_id in zip(axes.flat, env_ids):
+        for i, variant in enumerate(variants):
+            runs = groups.get((env_id, variant))
+            if not runs:
+                continue
+            grid, ys = align([(getattr(run, x_axis), run.values) for run in runs])
+            mean, std = ys.mean(axis=0), ys.std(axis=0)
+            color = colors[i % len(colors)]
+            ax.plot(grid, mean, color=color, label=f"{variant} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+            ax.fill_between(grid, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+        ax.set_title(env_id)
+        ax.set_xlabel("environment steps" if x_axis == "steps" else "wall time (minutes)")
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in axes.flat[len(env_ids) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def ordered(requested: list[str], found: set[str], what: str) -> list[str]:
+    """The requested names that have runs, in the order given (all found ones, sorted, when none requested)."""
+    for name in requested:
+        if name not in found:
+            warn(f"no run of {what} {name!r}")
+    return [name for name in requested if name in found] if requested else sorted(found)
+
+
+def load_groups(runs_dir: Path, exp_names: list[str], env_ids: list[str], metric: str):
+    """The runs under `runs_dir` that log `metric`, by (env_id, exp_name), in the order found."""
+    found = find_runs(runs_dir, exp_names, env_ids)
+    if not found:
+        filters = "".join(
+            f" {flag} {' '.join(names)}"
+            for flag, names in (("--exp-names", exp_names), ("--env-ids", env_ids))
+            if names
+        )
+        raise UserError(f"no run folder under {runs_dir}" + (f" matches{filters}" if filters else ""))
+    groups: dict[tuple[str, str], list[RunLog]] = {}
+    without_metric = []
+    for folder, env_id, exp_name, seed in found:
+        run = load_run(folder, env_id, exp_name, seed, metric)
+        if run is None:
+            without_metric.append(folder)
+        else:
+            groups.setdefault((env_id, exp_name), []).append(run)
+    if not groups:
+        raise UserError(f"none of the {len(found)} runs under {runs_dir} logs the scalar {metric!r}: check --metric")
+    for folder in without_metric:
+        warn(f"{folder} has no scalar {metric!r}; left out")
+    for (env_id, exp_name), runs in groups.items():
+        seeds = sorted(run.seed for run in runs)
+        if len(set(seeds)) < len(seeds):
+            warn(f"{exp_name} on {env_id} has several runs with one seed (seeds {seeds}); all of them count")
+    return groups
+
+
+def report(args: Args) -> list[Path]:
+    """Writes the table and the plots; returns the files written."""
+    runs_dir = Path(args.runs_dir)
+    if args.last_episodes < 1:
+        raise UserError(f"--last-episodes must be at least 1, got {args.last_episodes}")
+    if not runs_dir.is_dir():
+        raise UserError(f"no runs folder {runs_dir}: point --runs-dir at the folder the scripts wrote")
+    if args.plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UserError(
+                "the plots need matplotlib: pip install -r requirements/requirements-plot.txt, or pass --no-plots"
+            ) from None
+    groups = load_groups(runs_dir, args.exp_names, args.env_ids, args.metric)
+    env_ids = ordered(args.env_ids, {env_id for env_id, _ in groups}, "environment")
+    variants = ordered(args.exp_names, {exp_name for _, exp_name in groups}, "variant")
+    summaries = {key: summarise(runs, args.last_episodes) for key, runs in groups.items()}
+    reference = load_reference() if args.compare_reference else None
+    table = results_table(summaries, env_ids, variants, args.metric, args.last_episodes, reference)
+    print(table)
+
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written = [output_dir / "table.md"]
+    written[0].write_text(table)
+    if args.plots:
+        for x_axis, name in (("steps", "curves_steps.png"), ("minutes", "curves_walltime.png")):
+            plot_curves(groups, env_ids, variants, x_axis, args.metric, output_dir / name)
+            written.append(output_dir / name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(Args, args=argv, prog="python -m cleanrl_utils.report")
+    try:
+        written = report(args)
+    except UserError as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 2
+    print("report: wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""cleanrl_utils/benchmark.py: one command over environments and seeds, run here a few at a time or as a Slurm job."""
+
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT, assert_user_error, run_script, script_env
+
+from cleanrl_utils import benchmark
+
+TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
+
+# Stands in for a training script: reports its arguments and thread settings, and fails on Broken-v0.
+FAKE_TRAINING = (
+    "import os, sys; env_id, seed = sys.argv[sys.argv.index('--env-id') + 1], sys.argv[sys.argv.index('--seed') + 1]; "
+    "print('training', env_id, 'seed', seed); "
+    "print('threads', *(os.environ[f'{lib}_NUM_THREADS'] for lib in ('OMP', 'MKL', 'OPENBLAS'))); "
+    "sys.exit('boom' if env_id == 'Broken-v0' else 0)"
+)
+FAKE_COMMAND = f"{shlex.quote(sys.executable)} -c {shlex.quote(FAKE_TRAINING)}"
+
+
+def benchmark_cli(*args, cwd, env=None):
+    return run_script(ROOT / "cleanrl_utils" / "benchmark.py", *args, cwd=cwd, env=env, check=False, timeout=120)
+
+
+def test_one_command_per_seed_and_environment_seeds_outermost():
+    runs = benchmark.expand_runs("python cleanrl/ppo.py --no-cuda", ["CartPole-v1", "dm_control/reacher-easy-v0"], 2, 4)
+    assert [run.command for run in runs] == [
+        "python cleanrl/ppo.py --no-cuda --env-id CartPole-v1 --seed 4",
+        "python cleanrl/ppo.py --no-cuda --env-id dm_control/reacher-easy-v0 --seed 4",
+        "python cleanrl/ppo.py --no-cuda --env-id CartPole-v1 --seed 5",
+        "python cleanrl/ppo.py --no-cuda --env-id dm_control/reacher-easy-v0 --seed 5",
+    ]
+    assert [run.seed for run in runs] == [4, 4, 5, 5]
+    assert runs[1].log_name == "dm_control_reacher-easy-v0__seed4.log"
+
+
+def test_workers_0_only_prints_the_commands(tmp_path):
+    proc = benchmark_cli("--env-ids", "A-v0", "B-v0", "--num-seeds", "2", "--command", "python train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "python train.py --env-id A-v0 --seed 1",
+        "python train.py --env-id B-v0 --seed 1",
+        "python train.py --env-id A-v0 --seed 2",
+        "python train.py --env-id B-v0 --seed 2",
+    ]
+    assert list(tmp_path.iterdir()) == [], "a dry run writes nothing"
+
+
+def test_a_failed_run_does_not_stop_the_others(tmp_path):
+    args = ["--env-ids", "Good-v0", "Broken-v0", "Other-v0", "--num-seeds", "2", "--start-seed", "7"]
+    proc = benchmark_cli(*args, "--command", FAKE_COMMAND, "--workers", "2", "--log-dir", "logs", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "summary: 4 of 6 runs succeeded, 2 failed" in proc.stdout
+    assert "succeeded: Good-v0 seeds 7 8" in proc.stdout and "succeeded: Other-v0 seeds 7 8" in proc.stdout
+    [log_dir] = (tmp_path / "logs").iterdir()
+    assert sorted(p.name for p in log_dir.iterdir()) == sorted(
+        f"{env}__seed{seed}.log" for env in ("Good-v0", "Broken-v0", "Other-v0") for seed in (7, 8)
+    )
+    for seed in (7, 8):
+        failed_log = log_dir / f"Broken-v0__seed{seed}.log"
+        assert f"FAILED (exit 1): {FAKE_COMMAND} --env-id Broken-v0 --seed {seed}\n    log: logs/" in proc.stdout
+        assert f"log: {failed_log.relative_to(tmp_path)}" in proc.stdout
+        assert "boom" in failed_log.read_text(), "stderr goes to the log"
+        for env_id in ("Good-v0", "Other-v0"):
+            assert f"training {env_id} seed {seed}" in (log_dir / f"{env_id}__seed{seed}.log").read_text()
+
+
+@pytest.mark.parametrize("threads_per_run", [None, 3])
+def test_threads_are_pinned_unless_already_set(tmp_path, threads_per_run):
+    env = script_env(MKL_NUM_THREADS="7")
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.pop(name, None)
+    flags = [] if threads_per_run is None else ["--threads-per-run", str(threads_per_run)]
+    args = ["--env-ids", "Good-v0", "--num-seeds", "1", "--command", FAKE_COMMAND, "--workers", "2", *flags]
+    proc = benchmark_cli(*args, "--log-dir", "logs", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    expected = threads_per_run or max(1, benchmark.usable_cores() // 2)
+    [log] = (tmp_path / "logs").glob("*/Good-v0__seed1.log")
+    assert f"threads {expected} 7 {expected}" in log.read_text()
+
+
+def test_a_missing_program_is_a_failed_run(tmp_path):
+    run = benchmark.Run("A-v0", 1, "no-such-program-anywhere --env-id A-v0 --seed 1")
+    outcome = benchmark.execute(run, tmp_path / "a.log", dict(os.environ))
+    assert outcome.returncode == 127
+    assert "cannot start the command" in (tmp_path / "a.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--env-ids"], "no environment: give at least one with --env-ids"),
+        (["--env-ids", "A-v0", "A-v0"], "--env-ids names A-v0 more than once"),
+        (["--num-seeds", "0"], "--num-seeds must be at least 1, got 0"),
+        (["--workers", "-1"], "--workers must be 0 (print the commands) or more, got -1"),
+        (["--command", "python 'unclosed"], "check its quotes"),
+        (["--slurm-template-path", "missing.template"], "no Slurm template at missing.template"),
+        (["--slurm-gpus-per-task", "1"], "--slurm-gpus-per-task applies to Slurm jobs only"),
+        (["--slurm-template-path", str(TEMPLATE), "--slurm-ntasks", "0"], "--slurm-ntasks must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
+    proc = benchmark_cli("--workers", "1", *args, cwd=tmp_path)  # would run at once if the arguments were accepted
+    assert_user_error(proc, "benchmark: error:", fragment)
+    assert list(tmp_path.iterdir()) == [], "nothing may run or be written"
+
+
+SLURM_ARGS = ["--env-ids", "CartPole-v1", "dm_control/reacher-easy-v0", "--num-seeds", "3", "--workers", "2"]
+SLURM_ARGS += ["--command", "python cleanrl/ppo.py --no-cuda", "--slurm-template-path", str(TEMPLATE)]
+
+
+def fake_programs(folder, **programs):
+    """Executable shell scripts standing in for Slurm's commands; returns a PATH that finds them (and only them)."""
+    folder.mkdir()
+    for name, body in programs.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+def test_slurm_job_script_without_sbatch(tmp_path):
+    env = script_env(PATH=fake_programs(tmp_path / "bin"))  # no sbatch on it
+    args = [*SLURM_ARGS, "--slurm-gpus-per-task", "1", "--slurm-total-cpus", "8", "--slurm-ntasks", "2"]
+    proc = benchmark_cli(*args, cwd=tmp_path, env=env)
+    assert_user_error(proc, "benchmark: error: sbatch is not on PATH", "slurm/ppo_")
+    [script] = (tmp_path / "slurm").glob("ppo_*.slurm")
+    text = script.read_text()
+    sbatch_lines = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert sbatch_lines == [
+        "#SBATCH --job-name=ppo",
+        "#SBATCH --array=0-5%2",
+        "#SBATCH --ntasks=2",
+        "#SBATCH --gpus-per-task=1",
+        "#SBATCH --cpus-per-task=4",
+        f"#SBATCH --chdir={tmp_path}",
+        f"#SBATCH --output={tmp_path}/slurm/logs/%x_%A_%a.log",
+    ]
+    assert "{{" not in text and (tmp_path / "slurm" / "logs").is_dir()
+
+    # each array task runs its own command: run the script with a stand-in srun that prints what it was given
+    expected = benchmark.expand_runs("python cleanrl/ppo.py --no-cuda", SLURM_ARGS[1:3], 3, 1)
+    path = fake_programs(tmp_path / "srun_bin", srun='printf "%s|" "$@"')
+    for task, run in enumerate(expected):
+        task_env = {**os.environ, "PATH": f"{path}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": str(task)}
+        out = subprocess.run(["bash", str(script)], env=task_env, capture_output=True, text=True, check=True).stdout
+        assert out.splitlines()[-1] == f"bash|-c|{run.command}|"
+
+
+def test_slurm_job_is_submitted_with_sbatch(tmp_path):
+    record = tmp_path / "sbatch_args"
+    path = fake_programs(tmp_path / "bin", sbatch=f'echo "$@" > {record}; echo "Submitted batch job 42"')
+    env = script_env(PATH=f"{path}:{os.environ['PATH']}")
+    proc = benchmark_cli(*SLURM_ARGS, "--slurm-nodes", "2", "--slurm-dir", "jobs", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Submitted batch job 42" in proc.stdout
+    [script] = (tmp_path / "jobs").glob("*.slurm")
+    assert record.read_text().split() == [str(script.relative_to(tmp_path))]
+    text = script.read_text()
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks=1\n" in text
+    assert "--gpus-per-task" not in text and "--cpus-per-task" not in text, "options not given are left out"
+
+
+def test_fill_template_leaves_out_lines_without_a_value():
+    template = "#SBATCH --job-name={{name}}\n#SBATCH --gpus={{gpus}}\nrun {{name}}\n"
+    assert benchmark.fill_template(template, {"name": "ppo", "gpus": None}) == "#SBATCH --job-name=ppo\nrun ppo\n"
+    with pytest.raises(benchmark.UserError, match="unknown fields"):
+        benchmark.fill_template("{{nope}}", {"name": "ppo"})
+
+
+def test_child_environment_keeps_what_the_user_set():
+    env = benchmark.child_environment({"OMP_NUM_THREADS": "5", "HOME": "/home/x"}, threads=1)
+    assert env["OMP_NUM_THREADS"] == "5" and env["MKL_NUM_THREADS"] == "1" and env["HOME"] == "/home/x"

@@ -1,0 +1,176 @@
+"""cleanrl_utils/report.py: scores, tables and learning curves from TensorBoard logs written here by the tests."""
+
+import numpy as np
+import pytest
+from helpers import ROOT, assert_user_error, run_script
+from torch.utils.tensorboard import SummaryWriter
+
+from cleanrl_utils import report
+
+METRIC = "charts/episodic_return"
+
+
+def write_run(runs_dir, name, values, start=1000.0, seconds_per_episode=6.0, tag=METRIC):
+    """A run folder whose episode i ends at step 100 * (i + 1), `seconds_per_episode` after episode i - 1."""
+    writer = SummaryWriter(str(runs_dir / name))
+    for i, value in enumerate(values):
+        writer.add_scalar(tag, value, 100 * (i + 1), walltime=start + i * seconds_per_episode)
+    return writer
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("report") / "runs"
+    # 150 episodes 0..149: the score is the mean of the last 100, 50..149 = 99.5; SPS is logged a minute earlier
+    with write_run(runs, "CartPole-v1__ppo__1__100", range(150)) as writer:
+        writer.add_scalar("charts/SPS", 1000, 0, walltime=940.0)
+    write_run(runs, "CartPole-v1__ppo__2__100", [80.0] * 40).close()
+    write_run(runs, "CartPole-v1__ppo_lstm__1__100", [10.0] * 5).close()
+    for seed, value in [(1, -100.0), (2, -90.0), (3, -80.0)]:
+        with write_run(runs, f"Acrobot-v1__ppo__{seed}__100", [value] * 10) as writer:
+            writer.add_scalar("charts/episodic_length", -value, 100)
+    for seed, value in [(1, 500.0), (2, 700.0)]:
+        write_run(runs, f"dm_control/cartpole-balance-v0__ppo_continuous_action__{seed}__100", [value] * 3).close()
+    return runs
+
+
+def report_cli(*args, cwd):
+    return run_script(ROOT / "cleanrl_utils" / "report.py", *args, cwd=cwd, check=False, timeout=120)
+
+
+def table_cells(markdown):
+    """{environment: {column: cell}} from the table at the top of `markdown`."""
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    split = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    header, rows = split[0], split[2:]
+    return {row[0]: dict(zip(header[1:], row[1:])) for row in rows}
+
+
+def test_runs_are_grouped_by_variant_and_environment(runs_dir):
+    groups = report.load_groups(runs_dir, [], [], METRIC)
+    assert {key: sorted(run.seed for run in runs) for key, runs in groups.items()} == {
+        ("CartPole-v1", "ppo"): [1, 2],
+        ("CartPole-v1", "ppo_lstm"): [1],
+        ("Acrobot-v1", "ppo"): [1, 2, 3],
+        ("dm_control/cartpole-balance-v0", "ppo_continuous_action"): [1, 2],
+    }
+    filtered = report.load_groups(runs_dir, ["ppo"], ["Acrobot-v1", "CartPole-v1"], METRIC)
+    assert set(filtered) == {("Acrobot-v1", "ppo"), ("CartPole-v1", "ppo")}
+    assert set(report.load_groups(runs_dir, [], [], "charts/episodic_length")) == {("Acrobot-v1", "ppo")}
+
+
+def test_scores_are_last_100_episode_means_with_population_std(runs_dir):
+    groups = report.load_groups(runs_dir, [], [], METRIC)
+    cartpole = report.summarise(groups["CartPole-v1", "ppo"], last_episodes=100)
+    # seed 1: mean of 50..149 = 99.5; seed 2 has fewer than 100 episodes, all of them count: 80
+    assert (cartpole.mean, cartpole.std, cartpole.seeds) == (pytest.approx(89.75), pytest.approx(9.75), 2)
+    # runtime: seed 1 from its SPS at 940 s to its last episode at 1000 + 149 * 6 s; seed 2 39 * 6 s
+    assert cartpole.runtime_minutes == pytest.approx(((60 + 149 * 6) / 60 + 39 * 6 / 60) / 2)
+    acrobot = report.summarise(groups["Acrobot-v1", "ppo"], last_episodes=100)
+    assert acrobot.mean == pytest.approx(-90.0)
+    assert acrobot.std == pytest.approx(np.sqrt(200 / 3)), "numpy's population std, not the sample one (10)"
+    assert report.summarise(groups["CartPole-v1", "ppo"], last_episodes=10).mean == pytest.approx((144.5 + 80) / 2)
+    seed1 = next(run for run in groups["CartPole-v1", "ppo"] if run.seed == 1)
+    assert seed1.minutes[:2] == pytest.approx([1.0, 1.1]), "wall time counts from the run's first scalar"
+
+
+def test_table_and_plots(runs_dir, tmp_path, capsys):
+    assert report.main(["--runs-dir", str(runs_dir), "--output-dir", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert table in capsys.readouterr().out, "the table is printed too"
+    cells = table_cells(table)
+    assert list(cells) == ["Acrobot-v1", "CartPole-v1", "dm_control/cartpole-balance-v0"]
+    assert cells["CartPole-v1"]["ppo"] == "89.75 ± 9.75" and cells["CartPole-v1"]["ppo seeds"] == "2"
+    assert cells["CartPole-v1"]["ppo runtime (min)"] == "9.90"
+    assert cells["CartPole-v1"]["ppo_lstm"] == "10.00 ± 0.00"
+    assert cells["Acrobot-v1"]["ppo"] == "-90.00 ± 8.16" and cells["Acrobot-v1"]["ppo_lstm"] == ""
+    assert cells["dm_control/cartpole-balance-v0"]["ppo_continuous_action"] == "600.00 ± 100.00"
+    assert "population std" in table
+    for name in ("curves_steps.png", "curves_walltime.png"):
+        png = (tmp_path / "out" / name).read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 5000
+
+
+def test_reference_columns(runs_dir, tmp_path):
+    args = ["--runs-dir", str(runs_dir), "--output-dir", str(tmp_path), "--compare-reference", "--no-plots"]
+    assert report.main([*args, "--exp-names", "ppo", "ppo_continuous_action"]) == 0
+    cells = table_cells((tmp_path / "table.md").read_text())
+    assert cells["CartPole-v1"]["ppo reference"] == "490.04 ± 6.12"
+    assert cells["CartPole-v1"]["ppo baseline"] == "497.54 ± 4.02"
+    assert cells["Acrobot-v1"]["ppo reference"] == "-86.36 ± 1.32"
+    nested = cells["dm_control/cartpole-balance-v0"]
+    assert nested["ppo_continuous_action reference"] == "855.47 ± 22.06"
+    assert "ppo_continuous_action baseline" not in nested, "no baseline was published for it"
+    assert not (tmp_path / "curves_steps.png").exists()
+
+
+def test_reference_scores_data():
+    reference = report.load_reference()
+    assert len(reference) == 34
+    assert all(entry["statistic"] in ("episodic_return", "episodic_length") for entry in reference.values())
+    isaacgym = reference["ppo_continuous_action_isaacgym", "Ant"]
+    assert report.reference_cells(isaacgym, METRIC) == ("3953.30 ± 667.09", "5873.05 (rl_games)")
+    pong = reference["ppo_pettingzoo_ma_atari", "pong_v3"]
+    assert report.reference_cells(pong, "charts/episodic_length-player0") == ("4153.60 ± 190.80", "")
+    assert report.reference_cells(pong, METRIC)[0] == "4153.60 ± 190.80 (episodic length)"
+    assert report.reference_cells(reference["ppo_atari_envpool_xla_jax", "Pong-v5"], "charts/avg_episodic_return") == (
+        "20.39 ± 0.24",
+        "20.45 ± 0.81",
+    )
+
+
+def test_curves_are_interpolated_onto_a_common_grid():
+    # two seeds of y = x / 10 logged at different steps; the grid spans where both have data: 50 to 200
+    first = (np.array([0.0, 100, 200]), np.array([0.0, 10, 20]))
+    second = (np.array([50.0, 150, 250]), np.array([5.0, 15, 25]))
+    grid, ys = report.align([first, second], points=4)
+    np.testing.assert_allclose(grid, [50, 100, 150, 200])
+    np.testing.assert_allclose(ys, [[5, 10, 15, 20], [5, 10, 15, 20]])
+    # episodes finishing at the same step are averaged first
+    x, y = report.merge_repeats(np.array([10.0, 20, 10, 20]), np.array([1.0, 4, 3, 8]))
+    np.testing.assert_allclose(x, [10, 20])
+    np.testing.assert_allclose(y, [2, 6])
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("CartPole-v1__ppo__1__1700000000", ("CartPole-v1", "ppo", 1)),
+        (
+            "dm_control/cartpole-balance-v0__ppo_continuous_action__3__17",
+            ("dm_control/cartpole-balance-v0", "ppo_continuous_action", 3),
+        ),
+        ("CartPole-v1__ppo__one__17", None),
+        ("notes", None),
+    ],
+)
+def test_run_folder_names(name, expected):
+    assert report.parse_run_name(name) == expected
+
+
+def test_other_folders_are_left_out_with_a_warning(tmp_path, capsys):
+    write_run(tmp_path / "runs", "CartPole-v1__ppo__1__100", [1.0, 3.0]).close()
+    write_run(tmp_path / "runs", "scratch", [5.0]).close()
+    assert report.main(["--runs-dir", str(tmp_path / "runs"), "--output-dir", str(tmp_path), "--no-plots"]) == 0
+    out = capsys.readouterr()
+    assert "scratch is not named env_id__exp_name__seed__time; left out" in out.err
+    assert table_cells(out.out)["CartPole-v1"]["ppo"] == "2.00 ± 0.00"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--runs-dir", "missing"], "no runs folder missing"),
+        (["--runs-dir", "runs", "--last-episodes", "0"], "--last-episodes must be at least 1"),
+        (["--runs-dir", "runs", "--exp-names", "ppo_atari"], "no run folder under runs matches --exp-names ppo_atari"),
+        (
+            ["--runs-dir", "runs", "--metric", "charts/nope"],
+            "none of the 1 runs under runs logs the scalar 'charts/nope'",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
+    write_run(tmp_path / "runs", "CartPole-v1__ppo__1__100", [1.0]).close()
+    proc = report_cli(*args, "--output-dir", "out", cwd=tmp_path)
+    assert_user_error(proc, "report: error:", fragment)
+    assert not (tmp_path / "out").exists()

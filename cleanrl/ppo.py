@@ -14,7 +14,6 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
-from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 
@@ -148,19 +147,46 @@ def make_env(env_id, idx, capture_video, run_name):
 
 def make_vector_env(env_id, num_envs, capture_video, run_name):
     """The vector environment, with same-step autoreset: when an episode ends, the returned
-    observation is already the first of the next episode, as in the reference (truncation counts as an end)."""
-    envs = gym.vector.SyncVectorEnv(
+    observation is already the first of the next episode, as in the reference (truncation counts as an end).
+    copy=False: step() returns its own observation buffer, overwritten by the next step; every caller here
+    reads (or copies) it before stepping again."""
+    return gym.vector.SyncVectorEnv(
         [make_env(env_id, i, capture_video, run_name) for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        copy=False,
     )
-    # episode returns and lengths, kept in numpy for all sub-environments at once
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+class EpisodeStatistics:
+    """Return and length of the running episode of every sub-environment, kept in numpy for all at once."""
+
+    def __init__(self, num_envs):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def step(self, rewards, dones):
+        """Counts one step; returns [(return, length)] of the episodes that `dones` ended (same-step autoreset)."""
+        self.returns += rewards
+        self.lengths += 1
+        if not dones.any():
+            return []
+        ended = np.flatnonzero(dones)
+        finished = list(zip(self.returns[ended].tolist(), self.lengths[ended].tolist()))
+        self.returns[ended] = 0.0
+        self.lengths[ended] = 0
+        return finished
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
+
+
+def sample_categorical(logits):
+    """Gumbel-max: the argmax of the logits plus standard Gumbel noise (-log of Exp(1) noise)
+    is a sample of the softmax distribution, in three cheap ops."""
+    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
 class Agent(nn.Module):
@@ -186,15 +212,18 @@ class Agent(nn.Module):
         return self.critic(x)
 
     def get_action(self, x):
-        """Sampling only, straight from the softmax of the logits: all the rollout needs per step."""
-        return torch.multinomial(self.actor(x).softmax(dim=-1), num_samples=1).squeeze(-1)
+        """Sampling only: all the rollout needs per step."""
+        return sample_categorical(self.actor(x))
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)
-        probs = Categorical(logits=logits, validate_args=False)
         if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+            action = sample_categorical(logits)
+        # log-probabilities of all actions: the chosen one's and the entropy both come from them
+        logprobs = logits.log_softmax(dim=-1)
+        logprob = logprobs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logprobs.exp() * logprobs).sum(-1)
+        return action, logprob, entropy, self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -203,18 +232,16 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     dones[t] is 1 where obs[t] is the first observation of a new episode (the step before it ended one);
     next_value and next_done belong to the observation after the last step. Returns (advantages, returns).
     """
-    num_steps = rewards.shape[0]
+    # the value and the not-done flag of the observation after each step, for all steps at once
+    nextvalues = np.concatenate([values[1:], next_value[None]])
+    nextnonterminal = 1.0 - np.concatenate([dones[1:], next_done[None]])
+    deltas = rewards + gamma * nextvalues * nextnonterminal - values
+    discounts = gamma * gae_lambda * nextnonterminal
+    # only the backward recursion itself is a loop over time
     advantages = np.zeros_like(rewards)
     lastgaelam = 0.0
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    for t in reversed(range(rewards.shape[0])):
+        advantages[t] = lastgaelam = deltas[t] + discounts[t] * lastgaelam
     return advantages, advantages + values
 
 
@@ -254,16 +281,16 @@ def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
     agent.eval()
+    stats = EpisodeStatistics(1)
     obs, _ = envs.reset(seed=seed)
     episodic_returns = []
     with torch.inference_mode():
         while len(episodic_returns) < eval_episodes:
             actions = agent.get_action(torch.as_tensor(obs, device=device))
-            obs, _, _, _, infos = envs.step(actions.cpu().numpy())
-            if "episode" in infos:
-                for i in np.flatnonzero(infos["_episode"]):
-                    print(f"eval_episode={len(episodic_returns)}, episodic_return={infos['episode']['r'][i]}")
-                    episodic_returns.append(float(infos["episode"]["r"][i]))
+            obs, reward, terminations, truncations, _ = envs.step(actions.tolist())
+            for episodic_return, _ in stats.step(reward, terminations | truncations):
+                print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
+                episodic_returns.append(episodic_return)
     envs.close()
     return episodic_returns
 
@@ -403,7 +430,8 @@ if __name__ == "__main__":
 
     agent = Agent(envs).to(device)
     # Adam with epsilon 1e-5; the fused kernel updates all parameters in one call
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    params = list(agent.parameters())
+    optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
 
     # Rollout storage, in numpy like the environment: torch gets the whole batch once per iteration
     obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.float32)
@@ -416,6 +444,7 @@ if __name__ == "__main__":
     start_time = time.time()
     last_print = 0.0
     recent_returns = deque(maxlen=100)
+    episode_stats = EpisodeStatistics(args.num_envs)
     next_obs, _ = envs.reset(seed=args.seed)
     next_done = np.zeros(args.num_envs, dtype=np.float32)
 
@@ -433,20 +462,20 @@ if __name__ == "__main__":
                 obs[step] = next_obs
                 dones[step] = next_done
 
-                action = agent.get_action(torch.from_numpy(next_obs).to(device))
-                actions[step] = action.cpu().numpy()
+                action = agent.get_action(torch.from_numpy(next_obs).to(device)).cpu()
+                actions[step] = action.numpy()
 
                 # TRY NOT TO MODIFY: execute the game and log data.
-                next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
+                # (the actions go as Python ints: the sub-environments check those fastest)
+                next_obs, reward, terminations, truncations, _ = envs.step(action.tolist())
                 rewards[step] = reward
-                next_done = np.logical_or(terminations, truncations).astype(np.float32)
+                ended = terminations | truncations
+                next_done = ended.astype(np.float32)
 
-                if "episode" in infos:
-                    for i in np.flatnonzero(infos["_episode"]):
-                        episodic_return, episodic_length = infos["episode"]["r"][i], infos["episode"]["l"][i]
-                        writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                        writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-                        recent_returns.append(episodic_return)
+                for episodic_return, episodic_length in episode_stats.step(reward, ended):
+                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                    recent_returns.append(episodic_return)
 
         # The parameters did not change during the rollout, so its values and log-probs are one forward pass
         b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
@@ -467,7 +496,7 @@ if __name__ == "__main__":
         b_values = b_values.flatten()
 
         # Optimizing the policy and value network
-        clipfracs = []
+        clipfracs = []  # one 0-d tensor per minibatch, read once after the update
         for epoch in range(args.update_epochs):
             # shuffle the whole batch once per epoch, so each minibatch below is a slice, not a gather
             b_inds = torch.randperm(args.batch_size, device=device)
@@ -486,14 +515,14 @@ if __name__ == "__main__":
                 pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
                     newlogprob, e_logprobs[mb], mb_advantages, args.clip_coef
                 )
-                clipfracs.append(clipfrac.item())
+                clipfracs.append(clipfrac)
                 v_loss = value_loss(newvalue.view(-1), e_values[mb], e_returns[mb], args.clip_coef, args.clip_vloss)
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                nn.utils.clip_grad_norm_(params, args.max_grad_norm, foreach=True)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
@@ -509,7 +538,7 @@ if __name__ == "__main__":
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):

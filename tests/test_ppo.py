@@ -312,3 +312,12 @@ def test_importing_the_script_has_no_side_effects(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     load_script("ppo")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_episode_statistics_count_every_ending():
+    stats = ppo.EpisodeStatistics(3)
+    assert stats.step(np.array([1.0, 2.0, 0.5]), np.array([False, False, False])) == []
+    # two environments end in the same step: both are reported, and their counters restart
+    finished = stats.step(np.array([1.0, 1.0, 1.0]), np.array([True, False, True]))
+    assert finished == [(2.0, 2), (1.5, 2)]
+    assert stats.step(np.array([1.0, 1.0, 1.0]), np.array([True, True, False])) == [(1.0, 1), (4.0, 3)]

@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # How to build each script's vector environment, and its defaults (env id, number of environments).
 VECTOR_ENVS = {
     "ppo": (lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"), "CartPole-v1", 4),
+    "ppo_continuous_action": (
+        lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"),
+        "HalfCheetah-v4",
+        1,
+    ),
 }
 
 

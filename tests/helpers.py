@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def run_script(script, *args, cwd, timeout=600, check=True, env=None):
 
 
 def run_dirs(cwd):
-    return sorted(p for p in (Path(cwd) / "runs").iterdir() if p.is_dir())
+    """The run folders under cwd/runs: those holding TensorBoard events (an env id with '/' nests them)."""
+    return sorted({p.parent for p in (Path(cwd) / "runs").rglob("events.out.tfevents*")})
 
 
 def only_run_dir(cwd):
@@ -97,3 +99,21 @@ def assert_user_error(proc, *fragments):
     assert "Traceback" not in proc.stderr
     for fragment in fragments:
         assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+
+
+def run_copied_alone(script, *args, tmp_path, env=None):
+    """Copies `script` alone into an empty folder and runs it there: it must need nothing from this repository."""
+    alone = Path(tmp_path) / "alone"
+    alone.mkdir()
+    shutil.copy(SCRIPTS / script, alone / script)
+    run_script(alone / script, *args, cwd=alone, env=env)
+    return only_run_dir(alone)
+
+
+def assert_same_scalars(run_a, run_b, ignore=("charts/SPS",)):
+    """Two runs logged the same tags with identical values at identical steps (apart from `ignore`)."""
+    first, second = read_scalars(run_a), read_scalars(run_b)
+    assert set(first) == set(second)
+    for tag in first:
+        if tag not in ignore:
+            assert first[tag] == second[tag], tag

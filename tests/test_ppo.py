@@ -1,7 +1,6 @@
 """cleanrl/ppo.py: end-to-end runs through the command line, and unit tests of the pieces that carry PPO."""
 
 import json
-import shutil
 import textwrap
 
 import numpy as np
@@ -9,11 +8,13 @@ import pytest
 import torch
 from helpers import (
     COMMON_METRICS,
+    assert_same_scalars,
     assert_user_error,
     load_script,
     only_run_dir,
     read_scalars,
     read_text_tags,
+    run_copied_alone,
     run_script,
     script_env,
 )
@@ -50,11 +51,7 @@ def test_smoke_run_logs_every_metric(tiny_run):
 def test_same_seed_logs_identical_scalars(tiny_run, tmp_path):
     cwd, _ = tiny_run
     run_script("ppo.py", *TINY, cwd=tmp_path)
-    first, second = read_scalars(only_run_dir(cwd)), read_scalars(only_run_dir(tmp_path))
-    assert set(first) == set(second)
-    for tag in first:
-        if tag != "charts/SPS":
-            assert first[tag] == second[tag], tag
+    assert_same_scalars(only_run_dir(cwd), only_run_dir(tmp_path))
 
 
 def test_another_seed_logs_different_losses(tiny_run, tmp_path):
@@ -200,11 +197,7 @@ def test_upload_model_builds_repository(tmp_path, hf_entity, owner):
 
 
 def test_script_runs_when_copied_alone(tmp_path):
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    shutil.copy(ppo.__file__, alone / "ppo.py")
-    run_script(alone / "ppo.py", *TINY, cwd=alone)
-    assert only_run_dir(alone).name.startswith("CartPole-v1__ppo__1__")
+    assert run_copied_alone("ppo.py", *TINY, tmp_path=tmp_path).name.startswith("CartPole-v1__ppo__1__")
 
 
 # ---- unit tests of the algorithm's pieces -------------------------------------------------------

@@ -34,7 +34,7 @@ done
 
 # Skip pip entirely when the same requirement files were installed before, unchanged.
 stamp=".venv/.installed-$(echo "$*" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')"
-digest="$(cat requirements/constraints.txt "${files[@]}" | cksum)"
+digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt | cksum)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
     exit 0
 fi
@@ -48,4 +48,10 @@ pip_install torch==2.13.0
 args=()
 for f in "${files[@]}"; do args+=(-r "$f"); done
 pip_install -c requirements/constraints.txt "${args[@]}"
+# Packages whose declared pins are wrong for this stack go in without dependency resolution.
+for group in "$@"; do
+    if [ -f "requirements/nodeps-$group.txt" ]; then
+        pip_install --no-deps -r "requirements/nodeps-$group.txt"
+    fi
+done
 echo "$digest" >"$stamp"

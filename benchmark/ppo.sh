@@ -18,7 +18,22 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:classic]
 }
 
-blocks=(classic)
+isaacgym() {
+# --8<-- [start:isaacgym]
+python -m cleanrl_utils.benchmark \
+    --env-ids Cartpole Ant Humanoid BallBalance Anymal \
+    --command "python cleanrl/ppo_continuous_action_isaacgym.py" \
+    --num-seeds 3 \
+    --workers 1
+python -m cleanrl_utils.benchmark \
+    --env-ids AllegroHand ShadowHand \
+    --command "python cleanrl/ppo_continuous_action_isaacgym.py --num-envs 8192 --num-steps 8 --num-minibatches 4 --update-epochs 5 --reward-scaler 0.01 --total-timesteps 600000000" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:isaacgym]
+}
+
+blocks=(classic isaacgym)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

@@ -314,3 +314,10 @@ def test_episode_statistics_count_every_ending():
     finished = stats.step(np.array([1.0, 1.0, 1.0]), np.array([True, False, True]))
     assert finished == [(2.0, 2), (1.5, 2)]
     assert stats.step(np.array([1.0, 1.0, 1.0]), np.array([True, True, False])) == [(1.0, 1), (4.0, 3)]
+
+
+def test_derived_sizes_are_not_flags(tmp_path):
+    help_text = run_script("ppo.py", "--help", cwd=tmp_path).stdout
+    assert "--total-timesteps" in help_text
+    for derived in ("--batch-size", "--minibatch-size", "--num-iterations"):
+        assert derived not in help_text

@@ -1,0 +1,280 @@
+"""cleanrl/ppo_continuous_action_isaacgym.py without Isaac Gym, which needs an NVIDIA GPU and is not on PyPI.
+
+The whole program runs on a stand-in for IsaacGymEnvs (tests/isaacgym_standin: the part of its interface the script
+uses, over small batched tasks in torch), put on PYTHONPATH; the script has no case of its own for it. The stand-in
+refuses to load after torch, as Isaac Gym does, and refuses actions that are not tensors on its device. Then unit
+tests of the tensor pieces."""
+
+import ast
+import importlib.util
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from helpers import (
+    COMMON_METRICS,
+    SCRIPTS,
+    assert_same_scalars,
+    assert_user_error,
+    load_script,
+    only_run_dir,
+    read_scalars,
+    read_text_tags,
+    run_copied_alone,
+    run_script,
+    script_env,
+)
+from torch.utils.tensorboard import SummaryWriter
+
+SCRIPT = "ppo_continuous_action_isaacgym.py"
+STANDIN = Path(__file__).parent / "isaacgym_standin"
+WITH_STANDIN = script_env(PYTHONPATH=str(STANDIN))
+# 4 iterations of 64 environments x 16 steps, on the task whose every return and length is known in advance
+TINY = ["--env-id", "FixedEpisodes", "--num-envs", "64", "--num-steps", "16", "--total-timesteps", "4096", "--no-cuda"]
+
+ppo = load_script("ppo_continuous_action_isaacgym")
+
+
+def fixed_episodes(num_envs, env_steps, first=0):
+    """Counter of (global_step, return, length) of the episodes the stand-in's FixedEpisodes task ends from step
+    `first` + 1 to step `env_steps` of each environment: environment i ends one every 5 + i % 7 steps, and earns
+    1 + (i % 3) / 2 at every step."""
+    episodes = Counter()
+    for i in range(num_envs):
+        length, reward = 5 + i % 7, 1.0 + (i % 3) / 2
+        for end in range(length, env_steps + 1, length):
+            if end > first:
+                episodes[(end * num_envs, reward * length, length)] += 1
+    return episodes
+
+
+def logged_episodes(scalars):
+    """Counter of (global_step, return, length) of the logged episodes."""
+    returns, lengths = scalars["charts/episodic_return"], scalars["charts/episodic_length"]
+    assert len(returns) == len(lengths)
+    return Counter((step, ret, length) for (step, ret), (_, length) in zip(returns, lengths))
+
+
+def standin_isaacgymenvs():
+    """A fresh copy of the stand-in IsaacGymEnvs in this process (one simulation per copy, as per process in Isaac
+    Gym). Imported from its file: the stand-in isaacgym package could not load here, since torch is loaded."""
+    spec = importlib.util.spec_from_file_location("isaacgymenvs_standin", STANDIN / "isaacgymenvs" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One tiny run shared by the tests that only read its output. It also shows that the script imports Isaac
+    Gym before torch: the stand-in refuses to load otherwise, and the run would stop at once."""
+    cwd = tmp_path_factory.mktemp("tiny")
+    proc = run_script(SCRIPT, *TINY, "--reward-scaler", "0.5", cwd=cwd, env=WITH_STANDIN)
+    return cwd, proc
+
+
+def test_smoke_run_logs_every_metric(tiny_run):
+    cwd, proc = tiny_run
+    run_dir = only_run_dir(cwd)
+    assert run_dir.name.startswith("FixedEpisodes__ppo_continuous_action_isaacgym__1__")
+    scalars = read_scalars(run_dir)
+    assert COMMON_METRICS <= set(scalars), COMMON_METRICS - set(scalars)
+    assert "hyperparameters/text_summary" in read_text_tags(run_dir)
+    assert [step for step, _ in scalars["charts/SPS"]] == [1024, 2048, 3072, 4096]
+    # the hand tasks' figure, logged once per iteration when the task reports it
+    assert [step for step, _ in scalars["charts/consecutive_successes"]] == [1024, 2048, 3072, 4096]
+    # no annealing by default: the reference's rate throughout
+    assert [lr for _, lr in scalars["charts/learning_rate"]] == [pytest.approx(0.0026)] * 4
+    assert "[100%] step 4096/4096" in proc.stdout and "\r" not in proc.stdout
+
+
+def test_every_finished_episode_is_logged_with_its_return_and_length(tiny_run):
+    """Every episode that ends is one point, at the step it ended, with the task's own return: the run trained on
+    rewards scaled by 0.5, which the logged returns must not show. Many episodes end at the same steps here."""
+    cwd, _ = tiny_run
+    logged = logged_episodes(read_scalars(only_run_dir(cwd)))
+    assert logged == fixed_episodes(num_envs=64, env_steps=64)
+    assert max(Counter(step for step, _, _ in logged.elements()).values()) > 1
+
+
+def test_same_seed_logs_identical_scalars_when_copied_alone(tiny_run, tmp_path):
+    cwd, _ = tiny_run
+    alone = run_copied_alone(SCRIPT, *TINY, "--reward-scaler", "0.5", tmp_path=tmp_path, env=WITH_STANDIN)
+    assert_same_scalars(only_run_dir(cwd), alone)
+
+
+def test_save_model_evaluates_whole_episodes_and_videos_are_recorded(tmp_path):
+    """Evaluation plays on in the training environments (Isaac Gym allows one simulation per process, and the
+    stand-in refuses a second), counting the next whole episode of environments 0 to 9, whose returns are known."""
+    run_script(SCRIPT, *TINY, "--save-model", "--capture-video", cwd=tmp_path, env=WITH_STANDIN)
+    run_dir = only_run_dir(tmp_path)
+    envs = SimpleNamespace(
+        single_observation_space=spaces.Box(-1, 1, (2,)), single_action_space=spaces.Box(-1, 1, (1,))
+    )
+    ppo.Agent(envs).load_state_dict(torch.load(run_dir / "ppo_continuous_action_isaacgym.cleanrl_model"))
+    eval_returns = [ret for _, ret in read_scalars(run_dir)["eval/episodic_return"]]
+    assert sorted(eval_returns) == sorted((1.0 + (i % 3) / 2) * (5 + i % 7) for i in range(10))
+    for folder in (run_dir.name, f"{run_dir.name}-eval"):
+        videos = list((tmp_path / "videos" / folder).glob("*.mp4"))
+        assert videos and all(video.stat().st_size > 1000 for video in videos), folder
+
+
+def test_without_isaac_gym_one_line_says_how_to_install_it(tmp_path):
+    proc = run_script(SCRIPT, cwd=tmp_path, check=False, timeout=120)
+    assert_user_error(
+        proc, "ppo_continuous_action_isaacgym.py: error: cannot import Isaac Gym", "Isaac Gym Preview 4", "IsaacGymEnvs"
+    )
+    assert "pip install -e python/" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--env-id", "Humanoid"], ["IsaacGymEnvs has no task 'Humanoid'", "its tasks are Cartpole, FixedEpisodes"]),
+        (["--num-minibatches", "3"], ["does not divide", "--num-minibatches 3"]),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
+    proc = run_script(SCRIPT, *args, "--no-cuda", cwd=tmp_path, check=False, timeout=120, env=WITH_STANDIN)
+    assert_user_error(proc, "ppo_continuous_action_isaacgym.py: error:", *fragments)
+
+
+def test_cartpole_return_improves(tmp_path):
+    """Learning sanity in about ten seconds: a random policy keeps the stand-in's pole up for about 20 steps."""
+    args = ["--env-id", "Cartpole", "--num-envs", "64", "--num-steps", "16", "--total-timesteps", "24576", "--no-cuda"]
+    run_script(SCRIPT, *args, cwd=tmp_path, env=WITH_STANDIN)
+    returns = [ret for _, ret in read_scalars(only_run_dir(tmp_path))["charts/episodic_return"]]
+    first, last = np.mean(returns[:100]), np.mean(returns[-100:])
+    assert first < 30 and last > 3 * first, (first, last)
+
+
+# ---- the loop stays on the device ----------------------------------------------------------------
+
+
+def test_the_rollout_never_reads_a_tensor_on_the_host():
+    """Nothing in the rollout loop copies to the host or waits for the device: no .cpu(), .numpy(), .item(),
+    .tolist() or .nonzero(), and no NumPy. (The stand-in checks the other direction: it takes tensors only.)"""
+    tree = ast.parse((SCRIPTS / SCRIPT).read_text())
+    loops = [node for node in ast.walk(tree) if isinstance(node, ast.For) and ast.unparse(node.target) == "step"]
+    assert len(loops) == 1
+    methods = {
+        node.func.attr
+        for node in ast.walk(loops[0])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    assert "step" in methods and not methods & {"cpu", "numpy", "item", "tolist", "nonzero"}
+    assert "np" not in {node.id for node in ast.walk(loops[0]) if isinstance(node, ast.Name)}
+
+
+def test_the_standin_takes_only_tensors_on_its_device():
+    isaacgymenvs = standin_isaacgymenvs()
+    env = isaacgymenvs.make(seed=1, task="FixedEpisodes", num_envs=3, sim_device="cpu", rl_device="cpu")
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        env.step(np.zeros((3, 1), dtype=np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        env.step(torch.zeros((3, 1), dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="one simulation per process"):
+        isaacgymenvs.make(seed=1, task="FixedEpisodes", num_envs=3, sim_device="cpu", rl_device="cpu")
+
+
+# ---- unit tests -------------------------------------------------------------------------------
+
+
+def test_importing_the_script_has_no_side_effects(tmp_path, monkeypatch):
+    """Without Isaac Gym (as here), importing the script works, so tests can use its functions; only running it
+    as a program stops. With an Isaac Gym that cannot load (here: torch came first), the same."""
+    monkeypatch.chdir(tmp_path)
+    assert load_script("ppo_continuous_action_isaacgym").isaacgymenvs is None
+    monkeypatch.syspath_prepend(str(STANDIN))
+    module = load_script("ppo_continuous_action_isaacgym")
+    assert module.isaacgymenvs is None and "torch was imported before isaacgym" in str(module.isaacgym_import_error)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_episode_statistics_count_every_ending_in_tensors():
+    stats = ppo.EpisodeStatistics(3, torch.device("cpu"))
+    returns, lengths = stats.step(torch.tensor([1.0, 2.0, 0.5]), torch.tensor([False, False, False]))
+    assert returns.tolist() == [1.0, 2.0, 0.5] and lengths.tolist() == [1, 1, 1]
+    # two environments end in the same step: both are reported, and their counters restart
+    returns, lengths = stats.step(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([True, False, True]))
+    assert returns.tolist() == [2.0, 3.0, 1.5] and lengths.tolist() == [2, 2, 2]
+    returns, lengths = stats.step(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([True, True, False]))
+    assert returns.tolist() == [1.0, 4.0, 1.0] and lengths.tolist() == [1, 3, 1]
+    assert stats.returns.tolist() == [0.0, 0.0, 1.0] and stats.lengths.tolist() == [0, 0, 1]
+    # what the caller keeps is a copy: later steps do not change it
+    stats.step(torch.tensor([5.0, 5.0, 5.0]), torch.tensor([False, False, False]))
+    assert returns.tolist() == [1.0, 4.0, 1.0]
+
+
+def test_log_episodes_writes_one_point_per_episode(tmp_path):
+    writer = SummaryWriter(tmp_path)
+    ppo.log_episodes(writer, [64, 64, 64, 128], [1.5, 2.0, 1.5, 7.0], [3, 4, 3, 9])
+    writer.add_scalar("charts/SPS", 10, 128)
+    writer.close()
+    scalars = read_scalars(tmp_path)
+    assert scalars["charts/episodic_return"] == [(64, 1.5), (64, 2.0), (64, 1.5), (128, 7.0)]
+    assert scalars["charts/episodic_length"] == [(64, 3.0), (64, 4.0), (64, 3.0), (128, 9.0)]
+    assert scalars["charts/SPS"] == [(128, 10.0)]
+
+
+def test_gae_matches_the_step_by_step_recursion():
+    torch.manual_seed(0)
+    rewards, values = torch.randn(6, 3), torch.randn(6, 3)
+    dones = (torch.rand(6, 3) < 0.3).float()
+    next_value, next_done = torch.randn(3), torch.tensor([0.0, 1.0, 0.0])
+    advantages, returns = ppo.compute_gae(rewards, values, dones, next_value, next_done, 0.9, 0.8)
+    expected = torch.zeros(6, 3)
+    lastgaelam = torch.zeros(3)
+    for t in reversed(range(6)):
+        nextnonterminal = 1.0 - (next_done if t == 5 else dones[t + 1])
+        nextvalues = next_value if t == 5 else values[t + 1]
+        delta = rewards[t] + 0.9 * nextvalues * nextnonterminal - values[t]
+        expected[t] = lastgaelam = delta + 0.9 * 0.8 * nextnonterminal * lastgaelam
+    torch.testing.assert_close(advantages, expected)
+    torch.testing.assert_close(returns, expected + values)
+
+
+def test_check_args():
+    def problem(**changes):
+        return ppo.check_args(ppo.Args(**changes))
+
+    assert problem() is None  # the reference's defaults
+    assert problem(reward_scaler=0.0) == "--reward-scaler must be positive, got 0.0"
+    assert problem(record_video_step_frequency=0) == "--record-video-step-frequency must be positive, got 0"
+    assert "choose a divisor of 65536" in problem(num_minibatches=3)
+    assert problem(upload_model=True) == "--upload-model uploads the saved model: add --save-model"
+
+
+def test_explained_variance():
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert ppo.explained_variance(y, y).item() == 1.0
+    assert ppo.explained_variance(torch.full((4,), 2.5), y).item() == pytest.approx(0.0)
+    assert np.isnan(ppo.explained_variance(y, torch.ones(4)).item())
+
+
+def test_check_spaces():
+    def envs(action_space, observation_space=spaces.Box(-1, 1, (4,))):
+        return SimpleNamespace(single_action_space=action_space, single_observation_space=observation_space)
+
+    assert ppo.check_spaces(envs(spaces.Box(-1, 1, (2,))), "Ant") is None
+    assert "needs a flat Box action space" in ppo.check_spaces(envs(spaces.Discrete(3)), "Ant")
+    assert "flat Box observation" in ppo.check_spaces(envs(spaces.Box(-1, 1, (2,)), spaces.Box(0, 1, (8, 8))), "Ant")
+
+
+def test_evaluate_counts_the_next_whole_episodes_of_the_first_environments(tmp_path):
+    """With fewer environments than episodes, each environment plays several in turn: 10 over 4 is 3, 3, 2, 2."""
+    isaacgymenvs = standin_isaacgymenvs()
+    envs = ppo.ExtractObsWrapper(
+        isaacgymenvs.make(seed=1, task="FixedEpisodes", num_envs=4, sim_device="cpu", rl_device="cpu")
+    )
+    obs = envs.reset()
+    for _ in range(3):  # part of the way into the first episodes: those must not count
+        obs, *_ = envs.step(torch.zeros((4, 1)))
+    torch.save(ppo.Agent(envs).state_dict(), tmp_path / "model")
+    returns = ppo.evaluate(tmp_path / "model", envs, obs, eval_episodes=10, device=torch.device("cpu"))
+    assert Counter(returns) == Counter({5.0: 3, 9.0: 3, 14.0: 2, 8.0: 2})

@@ -18,6 +18,32 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:classic]
 }
 
+atari() {
+# --8<-- [start:atari]
+python -m cleanrl_utils.benchmark \
+    --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
+    --command "python cleanrl/ppo_atari.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:atari]
+# --8<-- [start:atari_lstm]
+python -m cleanrl_utils.benchmark \
+    --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
+    --command "python cleanrl/ppo_atari_lstm.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:atari_lstm]
+# --8<-- [start:atari_multigpu]
+# two processes of 4 environments each: the 8 environments of ppo_atari.py; one thread per process
+python -m cleanrl_utils.benchmark \
+    --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
+    --command "torchrun --standalone --nnodes=1 --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --local-num-envs 4" \
+    --num-seeds 3 \
+    --workers 1 \
+    --threads-per-run 1
+# --8<-- [end:atari_multigpu]
+}
+
 isaacgym() {
 # --8<-- [start:isaacgym]
 python -m cleanrl_utils.benchmark \
@@ -33,7 +59,27 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:isaacgym]
 }
 
-blocks=(classic isaacgym)
+procgen() {
+# --8<-- [start:procgen]
+python -m cleanrl_utils.benchmark \
+    --env-ids starpilot bossfight bigfish \
+    --command "python cleanrl/ppo_procgen.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:procgen]
+}
+
+pettingzoo() {
+# --8<-- [start:pettingzoo]
+python -m cleanrl_utils.benchmark \
+    --env-ids pong_v3 surround_v2 tennis_v3 \
+    --command "python cleanrl/ppo_pettingzoo_ma_atari.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:pettingzoo]
+}
+
+blocks=(classic atari isaacgym procgen pettingzoo)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

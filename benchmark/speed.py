@@ -28,6 +28,26 @@ VECTOR_ENVS = {
         "HalfCheetah-v4",
         1,
     ),
+    "ppo_procgen": (
+        lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"),
+        "starpilot",
+        64,
+    ),
+    "ppo_pettingzoo_ma_atari": (
+        lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"),
+        "pong_v3",
+        16,
+    ),
+    "ppo_atari": (
+        lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"),
+        "BreakoutNoFrameskip-v4",
+        8,
+    ),
+    "ppo_atari_lstm": (
+        lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"),
+        "BreakoutNoFrameskip-v4",
+        8,
+    ),
 }
 
 

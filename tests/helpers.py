@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,3 +119,102 @@ def assert_same_scalars(run_a, run_b, ignore=("charts/SPS",)):
     for tag in first:
         if tag not in ignore:
             assert first[tag] == second[tag], tag
+
+
+def run_torchrun(script, nproc, *args, cwd, timeout=600, check=True, env=None):
+    """Runs `script` (a path, or a name in cleanrl/) in `nproc` processes on this machine, as
+    `torchrun --standalone --nnodes=1 --nproc_per_node=N` would."""
+    path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
+    launcher = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc_per_node={nproc}",
+    ]
+    proc = subprocess.run(
+        [*launcher, str(path), *map(str, args)],
+        cwd=cwd,
+        env=env or script_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"torchrun {path.name} {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+class FakeAtariGame(gym.Env):
+    """Stands in for an ALE game whose score is known in advance, to test the Atari scripts' wrappers: every frame
+    scores `points` (more than the clipped 1), a life lasts `life_frames` frames and a game has `lives` lives, so a game
+    is lives x life_frames frames long and returns points x lives x life_frames, whatever the actions.
+    Made through the scripts' make_env under the id FAKE_ATARI_GAME."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+    observation_space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
+    action_space = gym.spaces.Discrete(4)
+
+    def __init__(self, points=3.0, life_frames=40, lives=3, frameskip=1, render_mode=None):
+        self.points, self.life_frames, self.lives_per_game = points, life_frames, lives
+        self.render_mode = render_mode
+        self.ale = self  # the life wrapper reads env.unwrapped.ale.lives()
+        self.frame = 0
+
+    def get_action_meanings(self):
+        return ["NOOP", "FIRE", "RIGHT", "LEFT"]
+
+    def lives(self):
+        return self.lives_per_game - self.frame // self.life_frames
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.frame = 0
+        return np.zeros((210, 160, 3), np.uint8), {}
+
+    def step(self, action):
+        self.frame += 1
+        return np.full((210, 160, 3), self.frame % 256, np.uint8), self.points, self.lives() == 0, False, {}
+
+    def render(self):
+        return np.zeros((210, 160, 3), np.uint8)
+
+
+FAKE_ATARI_GAME = "FakeAtariGame-v0"
+# lives longer than the frames the wrappers' resets may play (up to 30 no-ops, then FIRE): every life is the agent's
+gym.register(FAKE_ATARI_GAME, entry_point=FakeAtariGame, kwargs={"points": 3.0, "life_frames": 40, "lives": 3})
+
+
+FAKE_HUB_MODULE = """
+# Stands in for huggingface_hub: records what would be uploaded instead of reaching the network.
+import json, os
+from pathlib import Path
+
+class HfApi:
+    def whoami(self):
+        return {"name": "someone"}
+
+    def create_repo(self, repo_id, exist_ok=False, **kwargs):
+        self._repo_id = repo_id
+
+    def upload_folder(self, repo_id, folder_path, **kwargs):
+        files = sorted(str(p.relative_to(folder_path)) for p in Path(folder_path).rglob("*") if p.is_file())
+        card = (Path(folder_path) / "README.md").read_text()
+        record = {"created": self._repo_id, "uploaded": repo_id, "files": files, "card": card}
+        Path(os.environ["FAKE_HUB_RECORD"]).write_text(json.dumps(record))
+"""
+
+
+def fake_hub_env(tmp_path, **extra):
+    """A script environment (script_env(**extra)) in which huggingface_hub is a stand-in that writes what would be
+    uploaded to a JSON file instead of reaching the network. Returns (env, path of that file); the record holds
+    "created" and "uploaded" (repository ids), "files" and "card" (the README)."""
+    fake = Path(tmp_path) / "fake_hub"
+    (fake / "huggingface_hub").mkdir(parents=True)
+    (fake / "huggingface_hub" / "__init__.py").write_text(FAKE_HUB_MODULE)
+    record = Path(tmp_path) / "hub_record.json"
+    pythonpath = os.pathsep.join(p for p in (str(fake), extra.pop("PYTHONPATH", "")) if p)
+    return script_env(PYTHONPATH=pythonpath, FAKE_HUB_RECORD=str(record), **extra), record

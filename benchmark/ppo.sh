@@ -44,6 +44,33 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:atari_multigpu]
 }
 
+envpool() {
+# --8<-- [start:envpool]
+python -m cleanrl_utils.benchmark \
+    --env-ids Pong-v5 BeamRider-v5 Breakout-v5 \
+    --command "python cleanrl/ppo_atari_envpool.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:envpool]
+}
+
+jax() {
+# --8<-- [start:jax]
+python -m cleanrl_utils.benchmark \
+    --env-ids Pong-v5 BeamRider-v5 Breakout-v5 \
+    --command "python cleanrl/ppo_atari_envpool_xla_jax.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:jax]
+# --8<-- [start:jax_scan]
+python -m cleanrl_utils.benchmark \
+    --env-ids Pong-v5 BeamRider-v5 Breakout-v5 \
+    --command "python cleanrl/ppo_atari_envpool_xla_jax_scan.py" \
+    --num-seeds 3 \
+    --workers 1
+# --8<-- [end:jax_scan]
+}
+
 isaacgym() {
 # --8<-- [start:isaacgym]
 python -m cleanrl_utils.benchmark \
@@ -79,7 +106,7 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:pettingzoo]
 }
 
-blocks=(classic atari isaacgym procgen pettingzoo)
+blocks=(classic atari envpool jax isaacgym procgen pettingzoo)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

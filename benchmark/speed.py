@@ -20,6 +20,23 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def envpool_vector_env(mod, env_id, num_envs):
+    """An EnvPool script's environments, seen as raw_env_sps steps them: EnvPool reports the action space of one
+    environment and takes its seed when made, so the adapter gives the batched space and ignores reset's seed."""
+    import types
+
+    import gymnasium as gym
+
+    envs = mod.make_env(env_id, num_envs, 1)
+    return types.SimpleNamespace(
+        reset=lambda seed=None: envs.reset(),
+        step=envs.step,
+        close=envs.close,
+        action_space=gym.vector.utils.batch_space(envs.single_action_space, num_envs),
+    )
+
+
 # How to build each script's vector environment, and its defaults (env id, number of environments).
 VECTOR_ENVS = {
     "ppo": (lambda mod, env_id, num_envs: mod.make_vector_env(env_id, num_envs, False, "speed"), "CartPole-v1", 4),
@@ -48,6 +65,11 @@ VECTOR_ENVS = {
         "BreakoutNoFrameskip-v4",
         8,
     ),
+    # the three EnvPool scripts build the same environments (the JAX ones step them through EnvPool's XLA interface);
+    # their SPS since the start includes the JAX variants' compilation: see charts/first_iteration_seconds
+    "ppo_atari_envpool": (envpool_vector_env, "Breakout-v5", 8),
+    "ppo_atari_envpool_xla_jax": (envpool_vector_env, "Breakout-v5", 8),
+    "ppo_atari_envpool_xla_jax_scan": (envpool_vector_env, "Breakout-v5", 8),
 }
 
 

@@ -100,6 +100,11 @@ def child_environment(base: dict[str, str], threads: int) -> dict[str, str]:
     env = dict(base)
     for name in THREAD_VARIABLES:
         env.setdefault(name, str(threads))
+    # XLA (the JAX scripts) ignores the variables above and sizes its own pool
+    env.setdefault(
+        "XLA_FLAGS",
+        f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} intra_op_parallelism_threads={threads}",
+    )
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

@@ -174,3 +174,10 @@ def test_fill_template_leaves_out_lines_without_a_value():
 def test_child_environment_keeps_what_the_user_set():
     env = benchmark.child_environment({"OMP_NUM_THREADS": "5", "HOME": "/home/x"}, threads=1)
     assert env["OMP_NUM_THREADS"] == "5" and env["MKL_NUM_THREADS"] == "1" and env["HOME"] == "/home/x"
+
+
+def test_child_environment_pins_xla_threads_too():
+    env = benchmark.child_environment({}, threads=1)
+    assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
+    assert "--xla_cpu_multi_thread_eigen=false" in env["XLA_FLAGS"]
+    assert benchmark.child_environment({"XLA_FLAGS": "--mine"}, threads=1)["XLA_FLAGS"] == "--mine"

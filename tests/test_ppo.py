@@ -10,6 +10,7 @@ from helpers import (
     COMMON_METRICS,
     assert_same_scalars,
     assert_user_error,
+    fake_hub_env,
     load_script,
     only_run_dir,
     read_scalars,
@@ -157,35 +158,9 @@ def test_track_with_wandb_offline(tmp_path):
     assert list(offline_runs[0].glob("*.wandb"))
 
 
-FAKE_HUB = textwrap.dedent(
-    """
-    # Stands in for huggingface_hub: records what would be uploaded instead of reaching the network.
-    import json, os
-    from pathlib import Path
-
-    class HfApi:
-        def whoami(self):
-            return {"name": "someone"}
-
-        def create_repo(self, repo_id, exist_ok=False, **kwargs):
-            self._repo_id = repo_id
-
-        def upload_folder(self, repo_id, folder_path, **kwargs):
-            files = sorted(str(p.relative_to(folder_path)) for p in Path(folder_path).rglob("*") if p.is_file())
-            card = (Path(folder_path) / "README.md").read_text()
-            record = {"created": self._repo_id, "uploaded": repo_id, "files": files, "card": card}
-            Path(os.environ["FAKE_HUB_RECORD"]).write_text(json.dumps(record))
-    """
-)
-
-
 @pytest.mark.parametrize(("hf_entity", "owner"), [("my-org", "my-org"), ("", "someone")])
 def test_upload_model_builds_repository(tmp_path, hf_entity, owner):
-    fake = tmp_path / "fake"
-    (fake / "huggingface_hub").mkdir(parents=True)
-    (fake / "huggingface_hub" / "__init__.py").write_text(FAKE_HUB)
-    record = tmp_path / "record.json"
-    env = script_env(PYTHONPATH=str(fake), FAKE_HUB_RECORD=str(record))
+    env, record = fake_hub_env(tmp_path)
     args = [*TINY, "--save-model", "--upload-model", "--capture-video", "--hf-entity", hf_entity]
     run_script("ppo.py", *args, cwd=tmp_path, env=env)
     uploaded = json.loads(record.read_text())

@@ -26,15 +26,6 @@ ENV = script_env(OMP_NUM_THREADS="1")
 ppo_atari = load_script("ppo_atari")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The in-process tests run the CNN on one thread too, and give the session its thread count back."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """One tiny training run on BreakoutNoFrameskip-v4, shared by the tests that only read its output."""

@@ -23,15 +23,6 @@ ENV = script_env(OMP_NUM_THREADS="1")
 lstm = load_script("ppo_atari_lstm")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The in-process tests run the CNN on one thread too, and give the session its thread count back."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def agent():
     envs = lstm.make_vector_env("BreakoutNoFrameskip-v4", 1, False, "unused")

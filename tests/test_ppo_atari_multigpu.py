@@ -32,15 +32,6 @@ ENV = script_env(OMP_NUM_THREADS="1")
 multigpu = load_script("ppo_atari_multigpu")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The in-process tests run on one thread too, and give the session its thread count back."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_two_processes_copied_alone_log_once_then_save_and_evaluate(tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()

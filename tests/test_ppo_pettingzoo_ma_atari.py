@@ -32,15 +32,6 @@ ENV = script_env(OMP_NUM_THREADS="1")
 ppo_pz = load_script("ppo_pettingzoo_ma_atari")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The in-process tests run the CNN on one thread too, and give the session its thread count back."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_smoke_run_on_pong(tmp_path):
     proc = run_script("ppo_pettingzoo_ma_atari.py", *TINY, cwd=tmp_path, env=ENV)
     run_dir = only_run_dir(tmp_path)

@@ -15,13 +15,10 @@ from helpers import (
     read_text_tags,
     run_copied_alone,
     run_script,
-    script_env,
 )
 
 # Two environments of 256 steps each: enough for random play to finish a few Breakout games.
 TINY = ["--total-timesteps", "512", "--num-envs", "2", "--num-steps", "128"]
-# One thread per run: the tests share a small machine, where two threads contending for a core run the CNN far slower.
-ENV = script_env(OMP_NUM_THREADS="1")
 
 ppo_atari = load_script("ppo_atari")
 
@@ -30,7 +27,7 @@ ppo_atari = load_script("ppo_atari")
 def tiny_run(tmp_path_factory):
     """One tiny training run on BreakoutNoFrameskip-v4, shared by the tests that only read its output."""
     cwd = tmp_path_factory.mktemp("tiny")
-    proc = run_script("ppo_atari.py", *TINY, cwd=cwd, env=ENV)
+    proc = run_script("ppo_atari.py", *TINY, cwd=cwd)
     return cwd, proc
 
 
@@ -51,7 +48,7 @@ def test_smoke_run_logs_every_metric(tiny_run):
 
 def test_same_seed_logs_identical_scalars(tiny_run, tmp_path):
     cwd, _ = tiny_run
-    run_script("ppo_atari.py", *TINY, cwd=tmp_path, env=ENV)
+    run_script("ppo_atari.py", *TINY, cwd=tmp_path)
     assert_same_scalars(only_run_dir(cwd), only_run_dir(tmp_path))
 
 
@@ -59,7 +56,7 @@ def test_v5_id_copied_alone_then_save_model_and_evaluate(tmp_path):
     """An ALE/...-v5 id works too (its run folder nests under runs/ALE/), the script needs nothing from this
     repository, and --save-model saves the weights and evaluates them for 10 whole games."""
     args = ["--env-id", "ALE/Breakout-v5", "--total-timesteps", "64", "--num-envs", "2", "--num-steps", "32"]
-    run_dir = run_copied_alone("ppo_atari.py", *args, "--save-model", tmp_path=tmp_path, env=ENV)
+    run_dir = run_copied_alone("ppo_atari.py", *args, "--save-model", tmp_path=tmp_path)
     assert run_dir.parent.name == "ALE" and run_dir.name.startswith("Breakout-v5__ppo_atari__1__")
     state = torch.load(run_dir / "ppo_atari.cleanrl_model")
     assert {"network.0.weight", "network.7.weight", "actor.weight", "critic.bias"} <= set(state)
@@ -77,7 +74,7 @@ def test_v5_id_copied_alone_then_save_model_and_evaluate(tmp_path):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_atari.py", *args, cwd=tmp_path, check=False, timeout=120, env=ENV)
+    proc = run_script("ppo_atari.py", *args, cwd=tmp_path, check=False, timeout=120)
     assert_user_error(proc, "ppo_atari.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

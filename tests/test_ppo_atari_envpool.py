@@ -12,13 +12,11 @@ from helpers import (
     read_scalars,
     read_text_tags,
     run_script,
-    script_env,
 )
 
 # 2 environments x 256 steps: a fresh policy plays a whole game of Breakout (5 lives) in 120 to 250 steps
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "512"]
 # one thread: the machine running the tests is usually busy, and two threads then wait on each other
-ENV = script_env(OMP_NUM_THREADS="1")
 
 envpool_script = load_script("ppo_atari_envpool")
 
@@ -27,7 +25,7 @@ envpool_script = load_script("ppo_atari_envpool")
 def tiny_run(tmp_path_factory):
     """One tiny run that trains, records videos, saves and evaluates: shared by the tests that read its output."""
     cwd = tmp_path_factory.mktemp("tiny")
-    proc = run_script("ppo_atari_envpool.py", *TINY, "--capture-video", "--save-model", cwd=cwd, env=ENV)
+    proc = run_script("ppo_atari_envpool.py", *TINY, "--capture-video", "--save-model", cwd=cwd)
     return cwd, proc
 
 
@@ -76,7 +74,7 @@ def test_capture_video_records_games_of_training_and_evaluation(tiny_run):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_atari_envpool.py", *args, cwd=tmp_path, check=False, timeout=120, env=ENV)
+    proc = run_script("ppo_atari_envpool.py", *args, cwd=tmp_path, check=False, timeout=120)
     assert_user_error(proc, "ppo_atari_envpool.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

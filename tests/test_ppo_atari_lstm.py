@@ -12,13 +12,10 @@ from helpers import (
     read_scalars,
     run_copied_alone,
     run_script,
-    script_env,
 )
 
 # Two environments of 256 steps, one environment per minibatch.
 TINY = ["--total-timesteps", "512", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2"]
-# One thread per run: the tests share a small machine, where two threads contending for a core run the CNN far slower.
-ENV = script_env(OMP_NUM_THREADS="1")
 
 lstm = load_script("ppo_atari_lstm")
 
@@ -33,7 +30,7 @@ def agent():
 
 
 def test_copied_alone_logs_every_metric_then_saves_and_evaluates(tmp_path):
-    run_dir = run_copied_alone("ppo_atari_lstm.py", *TINY, "--save-model", tmp_path=tmp_path, env=ENV)
+    run_dir = run_copied_alone("ppo_atari_lstm.py", *TINY, "--save-model", tmp_path=tmp_path)
     assert run_dir.name.startswith("BreakoutNoFrameskip-v4__ppo_atari_lstm__1__")
     scalars = read_scalars(run_dir)
     assert COMMON_METRICS <= set(scalars), COMMON_METRICS - set(scalars)
@@ -53,7 +50,7 @@ def test_copied_alone_logs_every_metric_then_saves_and_evaluates(tmp_path):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_atari_lstm.py", *args, cwd=tmp_path, check=False, timeout=120, env=ENV)
+    proc = run_script("ppo_atari_lstm.py", *args, cwd=tmp_path, check=False, timeout=120)
     assert_user_error(proc, "ppo_atari_lstm.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

@@ -21,13 +21,11 @@ from helpers import (
     run_copied_alone,
     run_script,
     run_torchrun,
-    script_env,
 )
 
 # Per process: two environments of 256 steps.
 TINY = ["--total-timesteps", "1024", "--local-num-envs", "2", "--num-steps", "128"]
 # One thread per process (torchrun's default too): the tests share a small machine.
-ENV = script_env(OMP_NUM_THREADS="1")
 
 multigpu = load_script("ppo_atari_multigpu")
 
@@ -36,7 +34,7 @@ def test_two_processes_copied_alone_log_once_then_save_and_evaluate(tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(multigpu.__file__, alone / "ppo_atari_multigpu.py")
-    proc = run_torchrun(alone / "ppo_atari_multigpu.py", 2, *TINY, "--save-model", cwd=alone, env=ENV, timeout=300)
+    proc = run_torchrun(alone / "ppo_atari_multigpu.py", 2, *TINY, "--save-model", cwd=alone, timeout=300)
     run_dir = only_run_dir(alone)  # rank 0 alone writes
     assert run_dir.name.startswith("BreakoutNoFrameskip-v4__ppo_atari_multigpu__1__")
     scalars = read_scalars(run_dir)
@@ -53,7 +51,7 @@ def test_two_processes_copied_alone_log_once_then_save_and_evaluate(tmp_path):
 
 
 def test_plain_python_is_a_world_of_one(tmp_path):
-    run_dir = run_copied_alone("ppo_atari_multigpu.py", *TINY, "--total-timesteps", "512", tmp_path=tmp_path, env=ENV)
+    run_dir = run_copied_alone("ppo_atari_multigpu.py", *TINY, "--total-timesteps", "512", tmp_path=tmp_path)
     scalars = read_scalars(run_dir)
     assert COMMON_METRICS <= set(scalars), COMMON_METRICS - set(scalars)
     assert [step for step, _ in scalars["charts/SPS"]] == [256, 512]
@@ -67,7 +65,7 @@ def test_plain_python_is_a_world_of_one(tmp_path):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_atari_multigpu.py", *args, cwd=tmp_path, check=False, timeout=120, env=ENV)
+    proc = run_script("ppo_atari_multigpu.py", *args, cwd=tmp_path, check=False, timeout=120)
     assert_user_error(proc, "ppo_atari_multigpu.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

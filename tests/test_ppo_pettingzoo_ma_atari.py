@@ -20,20 +20,17 @@ from helpers import (
     read_scalars,
     read_text_tags,
     run_script,
-    script_env,
 )
 
 # One two-player game of Pong, 32 steps, twice. Random play needs some 1,500 steps to end a game of Pong: the run
 # shows the losses, and the episode statistics are tested on shortened games below.
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128"]
-# One thread per run: the tests share a small machine, where two threads contending for a core run the CNN far slower.
-ENV = script_env(OMP_NUM_THREADS="1")
 
 ppo_pz = load_script("ppo_pettingzoo_ma_atari")
 
 
 def test_smoke_run_on_pong(tmp_path):
-    proc = run_script("ppo_pettingzoo_ma_atari.py", *TINY, cwd=tmp_path, env=ENV)
+    proc = run_script("ppo_pettingzoo_ma_atari.py", *TINY, cwd=tmp_path)
     run_dir = only_run_dir(tmp_path)
     assert run_dir.name.startswith("pong_v3__ppo_pettingzoo_ma_atari__1__")
     scalars = read_scalars(run_dir)
@@ -102,7 +99,7 @@ def test_same_seed_logs_identical_scalars(short_games_run, tmp_path, monkeypatch
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_pettingzoo_ma_atari.py", *args, cwd=tmp_path, check=False, timeout=120, env=ENV)
+    proc = run_script("ppo_pettingzoo_ma_atari.py", *args, cwd=tmp_path, check=False, timeout=120)
     assert_user_error(proc, "ppo_pettingzoo_ma_atari.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

@@ -15,7 +15,6 @@ from helpers import (
     read_text_tags,
     run_copied_alone,
     run_script,
-    script_env,
 )
 
 # bossfight: random play ends its episodes in about 30 steps, so two environments of 128 steps finish several.
@@ -23,8 +22,6 @@ TINY = [
     "--env-id", "bossfight", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256",
     "--num-minibatches", "2", "--capture-video", "--save-model",
 ]  # fmt: skip
-# One thread per run: the tests share a small machine, where two threads contending for a core run the CNN far slower.
-ENV = script_env(OMP_NUM_THREADS="1")
 
 ppo_procgen = load_script("ppo_procgen")
 
@@ -33,7 +30,7 @@ ppo_procgen = load_script("ppo_procgen")
 def tiny_run(tmp_path_factory):
     """One tiny training run (with video and the saved model's evaluation), shared by the tests that read its output."""
     cwd = tmp_path_factory.mktemp("tiny")
-    proc = run_script("ppo_procgen.py", *TINY, cwd=cwd, env=ENV)
+    proc = run_script("ppo_procgen.py", *TINY, cwd=cwd)
     return cwd, proc
 
 
@@ -76,7 +73,7 @@ def test_copied_alone_logs_the_same_scalars(tiny_run, tmp_path):
     """The script needs nothing from this repository, and the seed fixes Procgen's levels: a second run with the
     same arguments logs exactly the same scalars."""
     cwd, _ = tiny_run
-    run_dir = run_copied_alone("ppo_procgen.py", *TINY, tmp_path=tmp_path, env=ENV)
+    run_dir = run_copied_alone("ppo_procgen.py", *TINY, tmp_path=tmp_path)
     assert_same_scalars(only_run_dir(cwd), run_dir)
 
 
@@ -90,7 +87,7 @@ def test_copied_alone_logs_the_same_scalars(tiny_run, tmp_path):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_procgen.py", *args, cwd=tmp_path, check=False, timeout=120, env=ENV)
+    proc = run_script("ppo_procgen.py", *args, cwd=tmp_path, check=False, timeout=120)
     assert_user_error(proc, "ppo_procgen.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

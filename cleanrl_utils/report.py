@@ -41,6 +41,8 @@ class Args:
     """add the published scores of the reference implementation (cleanrl_utils/reference_scores.json)"""
     plots: bool = True
     """draw the learning curves (needs matplotlib: requirements/requirements-plot.txt)"""
+    include_unfinished: bool = False
+    """also count runs that stopped (or are still running) before their --total-timesteps"""
 
 
 @dataclass
@@ -55,6 +57,14 @@ class RunLog:
     values: np.ndarray
     minutes: np.ndarray
     runtime_minutes: float
+    last_step: int = 0
+    """the largest step of any scalar the run logged"""
+    planned_steps: int | None = None
+    """the step the run would log last when finished (from its hyperparameters text), None when unknown"""
+
+    @property
+    def finished(self) -> bool:
+        return self.planned_steps is None or self.last_step >= self.planned_steps
 
 
 @dataclass
@@ -94,6 +104,17 @@ def find_runs(runs_dir: Path, exp_names: list[str], env_ids: list[str]) -> list[
     return runs
 
 
+def planned_last_step(hyperparameters: str) -> int | None:
+    """The global step of a run's last iteration, from the hyperparameters table the scripts log as text:
+    total_timesteps rounded down to whole batches (num_iterations = total_timesteps // batch_size)."""
+    cells = dict(re.findall(r"^\|(\w+)\|([^|]*)\|$", hyperparameters, flags=re.MULTILINE))
+    try:
+        total, batch = int(cells["total_timesteps"]), int(cells["batch_size"])
+    except (KeyError, ValueError):
+        return None
+    return total // batch * batch if batch > 0 else None
+
+
 def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str) -> RunLog | None:
     """Reads the run's TensorBoard events; None when it never logged `metric`."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -108,6 +129,10 @@ def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str) -
     end = max(e[-1].wall_time for e in events.values() if e)
     scalars = events[metric]
     order = np.argsort([e.step for e in scalars], kind="stable")
+    planned = None
+    if "hyperparameters/text_summary" in accumulator.Tags()["tensors"]:
+        text = accumulator.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+        planned = planned_last_step(text)
     return RunLog(
         path=folder,
         env_id=env_id,
@@ -117,6 +142,8 @@ def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str) -
         values=np.array([scalars[i].value for i in order], dtype=np.float64),
         minutes=np.array([(scalars[i].wall_time - start) / 60 for i in order], dtype=np.float64),
         runtime_minutes=(end - start) / 60,
+        last_step=max(e[-1].step for e in events.values() if e),
+        planned_steps=planned,
     )
 
 
@@ -274,8 +301,9 @@ def ordered(requested: list[str], found: set[str], what: str) -> list[str]:
     return [name for name in requested if name in found] if requested else sorted(found)
 
 
-def load_groups(runs_dir: Path, exp_names: list[str], env_ids: list[str], metric: str):
-    """The runs under `runs_dir` that log `metric`, by (env_id, exp_name), in the order found."""
+def load_groups(runs_dir: Path, exp_names: list[str], env_ids: list[str], metric: str, include_unfinished=False):
+    """The runs under `runs_dir` that log `metric`, by (env_id, exp_name), in the order found; runs that have not
+    reached their last iteration are left out (with a warning) unless `include_unfinished`."""
     found = find_runs(runs_dir, exp_names, env_ids)
     if not found:
         filters = "".join(
@@ -285,15 +313,27 @@ def load_groups(runs_dir: Path, exp_names: list[str], env_ids: list[str], metric
         )
         raise UserError(f"no run folder under {runs_dir}" + (f" matches{filters}" if filters else ""))
     groups: dict[tuple[str, str], list[RunLog]] = {}
-    without_metric = []
+    without_metric, unfinished = [], []
     for folder, env_id, exp_name, seed in found:
         run = load_run(folder, env_id, exp_name, seed, metric)
         if run is None:
             without_metric.append(folder)
+        elif not (run.finished or include_unfinished):
+            unfinished.append(run)
         else:
             groups.setdefault((env_id, exp_name), []).append(run)
+    if not groups and unfinished:
+        raise UserError(
+            f"all {len(unfinished)} runs under {runs_dir} that log {metric!r} are unfinished or still running: "
+            "wait for them, or pass --include-unfinished"
+        )
     if not groups:
         raise UserError(f"none of the {len(found)} runs under {runs_dir} logs the scalar {metric!r}: check --metric")
+    for run in unfinished:
+        warn(
+            f"{run.path} stopped at step {run.last_step} of {run.planned_steps} (unfinished or still running); "
+            "left out: pass --include-unfinished to count it"
+        )
     for folder in without_metric:
         warn(f"{folder} has no scalar {metric!r}; left out")
     for (env_id, exp_name), runs in groups.items():
@@ -317,7 +357,7 @@ def report(args: Args) -> list[Path]:
             raise UserError(
                 "the plots need matplotlib: pip install -r requirements/requirements-plot.txt, or pass --no-plots"
             ) from None
-    groups = load_groups(runs_dir, args.exp_names, args.env_ids, args.metric)
+    groups = load_groups(runs_dir, args.exp_names, args.env_ids, args.metric, args.include_unfinished)
     env_ids = ordered(args.env_ids, {env_id for env_id, _ in groups}, "environment")
     variants = ordered(args.exp_names, {exp_name for _, exp_name in groups}, "variant")
     summaries = {key: summarise(runs, args.last_episodes) for key, runs in groups.items()}

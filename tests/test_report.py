@@ -174,3 +174,39 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     proc = report_cli(*args, "--output-dir", "out", cwd=tmp_path)
     assert_user_error(proc, "report: error:", fragment)
     assert not (tmp_path / "out").exists()
+
+
+def hyperparameters_text(total_timesteps, batch_size):
+    """The hyperparameters table every script logs as text, with the two fields the report reads."""
+    rows = {"env_id": "CartPole-v1", "total_timesteps": total_timesteps, "batch_size": batch_size, "seed": 1}
+    return "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in rows.items())
+
+
+@pytest.mark.parametrize(
+    ("total_timesteps", "batch_size", "planned"), [(1000, 100, 1000), (1050, 100, 1000), (99, 100, 0)]
+)
+def test_planned_last_step_is_whole_batches(total_timesteps, batch_size, planned):
+    assert report.planned_last_step(hyperparameters_text(total_timesteps, batch_size)) == planned
+    assert report.planned_last_step("|param|value|\n|-|-|\n|seed|1|") is None
+
+
+def test_unfinished_runs_are_left_out_unless_asked(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    # seed 1 finished (episodes end at steps 100..1000, 1000 planned); seed 2 stopped at step 500 of 1000
+    for seed, episodes, total in [(1, 10, 1050), (2, 5, 1000)]:
+        with write_run(runs, f"CartPole-v1__ppo__{seed}__100", [10.0 * seed] * episodes) as writer:
+            writer.add_text("hyperparameters", hyperparameters_text(total, 100))
+    argv = ["--runs-dir", str(runs), "--output-dir", str(tmp_path), "--no-plots"]
+    assert report.main(argv) == 0
+    out = capsys.readouterr()
+    assert table_cells(out.out)["CartPole-v1"]["ppo"] == "10.00 ± 0.00"
+    assert "CartPole-v1__ppo__2__100 stopped at step 500 of 1000 (unfinished or still running); left out" in out.err
+    assert report.main([*argv, "--include-unfinished"]) == 0
+    assert table_cells(capsys.readouterr().out)["CartPole-v1"]["ppo"] == "15.00 ± 5.00"
+
+
+def test_only_unfinished_runs_is_a_user_error(tmp_path):
+    with write_run(tmp_path / "runs", "CartPole-v1__ppo__1__100", [1.0] * 3) as writer:
+        writer.add_text("hyperparameters", hyperparameters_text(1000, 100))
+    proc = report_cli("--runs-dir", "runs", "--output-dir", "out", cwd=tmp_path)
+    assert_user_error(proc, "report: error:", "all 1 runs under runs that log 'charts/episodic_return' are unfinished")

@@ -87,6 +87,20 @@ def read_text_tags(run_dir):
     return set(acc.Tags()["tensors"])
 
 
+def check_smoke_run(run_dir, run_prefix, sps_steps, stdout=None, metrics=COMMON_METRICS):
+    """What every script's smoke run shows: its run folder named `run_prefix...`, `metrics` (CONVENTIONS §3),
+    the hyperparameters as text, one charts/SPS per iteration at `sps_steps` and, given the output, plain
+    progress lines up to 100%. Returns the run's scalars for the script's own checks."""
+    assert run_dir.name.startswith(run_prefix), run_dir.name
+    scalars = read_scalars(run_dir)
+    assert set(metrics) <= set(scalars), set(metrics) - set(scalars)
+    assert "hyperparameters/text_summary" in read_text_tags(run_dir)
+    assert [step for step, _ in scalars["charts/SPS"]] == list(sps_steps)
+    if stdout is not None:
+        assert f"[100%] step {sps_steps[-1]}/{sps_steps[-1]}" in stdout and "\r" not in stdout
+    return scalars
+
+
 def load_script(name):
     """Imports a script from cleanrl/ as a module (importing it must have no side effects)."""
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")

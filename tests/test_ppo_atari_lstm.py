@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
-    COMMON_METRICS,
     FAKE_ATARI_GAME,
     assert_user_error,
+    check_smoke_run,
     load_script,
-    read_scalars,
     run_copied_alone,
     run_script,
 )
@@ -31,10 +30,7 @@ def agent():
 
 def test_copied_alone_logs_every_metric_then_saves_and_evaluates(tmp_path):
     run_dir = run_copied_alone("ppo_atari_lstm.py", *TINY, "--save-model", tmp_path=tmp_path)
-    assert run_dir.name.startswith("BreakoutNoFrameskip-v4__ppo_atari_lstm__1__")
-    scalars = read_scalars(run_dir)
-    assert COMMON_METRICS <= set(scalars), COMMON_METRICS - set(scalars)
-    assert [step for step, _ in scalars["charts/SPS"]] == [256, 512]
+    scalars = check_smoke_run(run_dir, "BreakoutNoFrameskip-v4__ppo_atari_lstm__1__", [256, 512])
     state = torch.load(run_dir / "ppo_atari_lstm.cleanrl_model")
     assert {"network.0.weight", "lstm.weight_ih_l0", "lstm.bias_hh_l0", "actor.weight", "critic.bias"} <= set(state)
     assert state["network.0.weight"].shape == (32, 1, 8, 8)  # one frame in: no frame stacking

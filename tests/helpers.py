@@ -101,9 +101,9 @@ def check_smoke_run(run_dir, run_prefix, sps_steps, stdout=None, metrics=COMMON_
     return scalars
 
 
-def load_script(name):
-    """Imports a script from cleanrl/ as a module (importing it must have no side effects)."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+def load_script(name, folder=SCRIPTS):
+    """Imports a script from cleanrl/ (or `folder`) as a module (importing it must have no side effects)."""
+    spec = importlib.util.spec_from_file_location(name, Path(folder) / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -12,6 +12,7 @@ import pytest
 import torch
 from helpers import (
     COMMON_METRICS,
+    ROOT,
     SCRIPTS,
     assert_same_scalars,
     assert_user_error,
@@ -189,3 +190,30 @@ def test_episode_statistics_name_the_player():
         (0, 1.0, 2),
         (1, -1.0, 2),
     ]
+
+
+def test_vs_random_check_plays_each_side_against_random_players(tmp_path, monkeypatch, capsys):
+    """benchmark/vs_random.py, the learning check of self-play: the trained and a fresh agent each play the given
+    number of games (truncated here after 50 agent steps), taking the sides in turn, and get a table row each."""
+    vs_random = load_script("vs_random", ROOT / "benchmark")
+    envs = ppo_pz.make_vector_env("pong_v3", 2, False, "x")
+    model = tmp_path / "agent.cleanrl_model"
+    torch.save(ppo_pz.Agent(envs).state_dict(), model)
+    envs.close()
+    make = pettingzoo.make
+    monkeypatch.setattr(pettingzoo, "make", lambda *a, **kw: make(*a, max_cycles=200, **kw))
+    monkeypatch.setattr(sys, "argv", ["vs_random.py", str(model), "--games", "2"])
+    vs_random.main()
+    out, err = capsys.readouterr()
+    rows = [line.split("|")[1:-1] for line in out.splitlines()[2:]]
+    assert [row[0].strip() for row in rows] == ["untrained", "trained"]
+    assert all(row[1].strip() == "2" and row[3].strip() == "50" for row in rows)
+    assert all(-21 <= float(row[2].split("±")[0]) <= 21 for row in rows)
+    assert err.count("agent as player 0") == 2 and err.count("agent as player 1") == 2
+
+
+@pytest.mark.parametrize("args", [["missing.cleanrl_model"], ["{model}", "--games", "0"]])
+def test_vs_random_bad_input_is_one_line_and_exit_2(tmp_path, args):
+    (tmp_path / "m.cleanrl_model").write_bytes(b"")
+    args = [a.format(model=tmp_path / "m.cleanrl_model") for a in args]
+    assert_user_error(run_script(ROOT / "benchmark" / "vs_random.py", *args, cwd=tmp_path, check=False), "vs_random.py")

@@ -217,3 +217,31 @@ def test_vs_random_bad_input_is_one_line_and_exit_2(tmp_path, args):
     (tmp_path / "m.cleanrl_model").write_bytes(b"")
     args = [a.format(model=tmp_path / "m.cleanrl_model") for a in args]
     assert_user_error(run_script(ROOT / "benchmark" / "vs_random.py", *args, cwd=tmp_path, check=False), "vs_random.py")
+
+
+def test_each_sub_environment_moves_its_own_players_paddle():
+    """The action at index i of the vector environment controls player i: in Pong, player 0 is the right paddle and
+    player 1 the left one. A paddle's height is read from the last frame, in the columns where it is drawn."""
+    envs = ppo_pz.make_vector_env("pong_v3", 2, False, "x")
+    envs.reset(seed=1)
+
+    def paddle_heights(actions, steps=15):
+        for _ in range(steps):
+            obs, *_ = envs.step(np.array(actions))
+        frame = obs[0, 14:78, :, 3].astype(int)  # the playing field of the newest frame
+        background = np.median(frame[:, 30:50])
+        return [
+            np.flatnonzero((np.abs(frame[:, cols] - background) > 20).any(axis=1)).mean()
+            for cols in (slice(72, 78), slice(6, 12))
+        ]
+
+    up, noop = 2, 0
+    # each step: one player moves up, the other does nothing; then both rest, for the paddles' inertia to settle
+    right, left = paddle_heights([noop, noop])
+    paddle_heights([up, noop], steps=8)
+    right_after, left_after = paddle_heights([noop, noop], steps=10)
+    assert right_after < right - 10 and abs(left_after - left) < 3
+    paddle_heights([noop, up], steps=8)
+    right_last, left_last = paddle_heights([noop, noop], steps=10)
+    assert left_last < left_after - 10 and abs(right_last - right_after) < 3
+    envs.close()

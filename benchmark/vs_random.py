@@ -10,22 +10,11 @@ score over the whole game (in pong_v3: points won minus points lost, from -21 to
 """
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location(
-        "ppo_pettingzoo_ma_atari", ROOT / "cleanrl" / "ppo_pettingzoo_ma_atari.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from speed import load
 
 
 def play(agent, envs, games, seed):
@@ -67,16 +56,32 @@ def main():
 
     import torch
 
-    mod = load_script()
+    mod = load("ppo_pettingzoo_ma_atari")
+    problem = mod.check_env_id(args.env_id, 0)
+    if problem:
+        parser.exit(2, f"vs_random.py: error: {problem}\n")
     torch.set_num_threads(1)
     envs = mod.make_vector_env(args.env_id, mod.count_players(args.env_id), False, "vs-random")
+    try:
+        weights = torch.load(args.model, map_location="cpu")
+        mod.Agent(envs).load_state_dict(weights)
+    except Exception as e:
+        envs.close()
+        # the first line of a state-dict mismatch is a header: name the first mismatch instead
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        message = lines[1] if len(lines) > 1 else lines[0]
+        parser.exit(
+            2,
+            f"vs_random.py: error: cannot load {args.model} as an agent for {args.env_id} ({message}); "
+            "give the model that ppo_pettingzoo_ma_atari.py --save-model wrote for this game\n",
+        )
     print(f"| {args.env_id} | games | return against random players (mean ± std) | game length | agent |")
     print("|---|---|---|---|---|")
     for name in ("untrained", "trained"):
         torch.manual_seed(args.seed)
         agent = mod.Agent(envs).to(memory_format=torch.channels_last)
         if name == "trained":
-            agent.load_state_dict(torch.load(args.model, map_location="cpu"))
+            agent.load_state_dict(weights)
         agent.eval()
         print(f"{name}:", file=sys.stderr)
         returns, lengths = np.array(play(agent, envs, args.games, args.seed)).T

@@ -195,6 +195,7 @@ def test_episode_statistics_name_the_player():
 def test_vs_random_check_plays_each_side_against_random_players(tmp_path, monkeypatch, capsys):
     """benchmark/vs_random.py, the learning check of self-play: the trained and a fresh agent each play the given
     number of games (truncated here after 50 agent steps), taking the sides in turn, and get a table row each."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmark"))  # as when run as a script: it imports speed.py beside it
     vs_random = load_script("vs_random", ROOT / "benchmark")
     envs = ppo_pz.make_vector_env("pong_v3", 2, False, "x")
     model = tmp_path / "agent.cleanrl_model"
@@ -212,11 +213,24 @@ def test_vs_random_check_plays_each_side_against_random_players(tmp_path, monkey
     assert err.count("agent as player 0") == 2 and err.count("agent as player 1") == 2
 
 
-@pytest.mark.parametrize("args", [["missing.cleanrl_model"], ["{model}", "--games", "0"]])
-def test_vs_random_bad_input_is_one_line_and_exit_2(tmp_path, args):
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["missing.cleanrl_model"], "no saved model"),
+        (["{model}", "--games", "0"], "--games must be positive"),
+        (["{model}", "--env-id", "nope_v0"], "unknown PettingZoo Atari game"),
+        (["{model}"], "cannot load"),  # an empty file is no model
+        (["{pong_model}", "--env-id", "boxing_v2"], "cannot load"),  # Pong's 6 actions, Boxing's 18
+    ],
+)
+def test_vs_random_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     (tmp_path / "m.cleanrl_model").write_bytes(b"")
-    args = [a.format(model=tmp_path / "m.cleanrl_model") for a in args]
-    assert_user_error(run_script(ROOT / "benchmark" / "vs_random.py", *args, cwd=tmp_path, check=False), "vs_random.py")
+    envs = ppo_pz.make_vector_env("pong_v3", 2, False, "x")
+    torch.save(ppo_pz.Agent(envs).state_dict(), tmp_path / "pong.cleanrl_model")
+    envs.close()
+    args = [a.format(model=tmp_path / "m.cleanrl_model", pong_model=tmp_path / "pong.cleanrl_model") for a in args]
+    proc = run_script(ROOT / "benchmark" / "vs_random.py", *args, cwd=tmp_path, check=False)
+    assert_user_error(proc, "vs_random.py", fragment)
 
 
 def test_each_sub_environment_moves_its_own_players_paddle():

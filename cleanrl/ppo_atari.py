@@ -1,6 +1,5 @@
 # PPO for Atari games (pixels in, Discrete actions), with the 9 Atari details; docs: docs/ppo.md#ppo_ataripy
 import contextlib
-import io
 import os
 import random
 import sys
@@ -14,21 +13,13 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
-from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 try:
     import ale_py
-    import cv2  # noqa: F401  (ResizeObservation needs OpenCV)
 
-    with contextlib.redirect_stderr(io.StringIO()):  # a legacy gym, if installed, prints a notice on import
-        from stable_baselines3.common.atari_wrappers import (
-            ClipRewardEnv,
-            EpisodicLifeEnv,
-            FireResetEnv,
-            MaxAndSkipEnv,
-            NoopResetEnv,
-        )
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
+        from stable_baselines3.common import atari_wrappers
 except ModuleNotFoundError as e:
     print(f"error: {e.name} is missing; pip install -r requirements/requirements-atari.txt", file=sys.stderr)
     sys.exit(2)
@@ -132,12 +123,12 @@ def make_env(env_id, idx, capture_video, run_name):
         else:
             env = gym.make(env_id, frameskip=1)  # MaxAndSkipEnv repeats each action 4 frames (v5 ids: not 16)
         env = gym.wrappers.RecordEpisodeStatistics(env)
-        env = NoopResetEnv(env, noop_max=30)
-        env = MaxAndSkipEnv(env, skip=4)
-        env = EpisodicLifeEnv(env)
+        env = atari_wrappers.NoopResetEnv(env, noop_max=30)
+        env = atari_wrappers.MaxAndSkipEnv(env, skip=4)
+        env = atari_wrappers.EpisodicLifeEnv(env)
         if "FIRE" in env.unwrapped.get_action_meanings():
-            env = FireResetEnv(env)
-        env = ClipRewardEnv(env)
+            env = atari_wrappers.FireResetEnv(env)
+        env = atari_wrappers.ClipRewardEnv(env)
         env = gym.wrappers.ResizeObservation(env, (84, 84))
         env = gym.wrappers.GrayscaleObservation(env)
         env = gym.wrappers.FrameStackObservation(env, 4)
@@ -159,6 +150,11 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
+
+
+def sample(logits):
+    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
+    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
 class Agent(nn.Module):
@@ -184,16 +180,17 @@ class Agent(nn.Module):
     def get_action_and_value(self, x, action=None):
         hidden = self.network(x / 255.0)
         logits = self.actor(hidden)
-        probs = Categorical(logits=logits)
         if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+            action = sample(logits)
+        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
+        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(hidden)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
     """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
     obs[t] starts a new episode; next_value and next_done belong to the observation after the last step."""
-    advantages = torch.zeros_like(rewards)
+    advantages = np.zeros_like(rewards)
     lastgaelam = 0
     num_steps = rewards.shape[0]
     for t in reversed(range(num_steps)):
@@ -302,23 +299,24 @@ if __name__ == "__main__":
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     agent = Agent(envs).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    # ALGO Logic: Storage setup, in numpy like the environments
+    obs = np.zeros(
+        (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
+    )
+    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
+    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = torch.Tensor(next_obs).to(device)
-    next_done = torch.zeros(args.num_envs).to(device)
+    next_done = np.zeros(args.num_envs, dtype=np.float32)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -334,36 +332,32 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
-                values[step] = value.flatten()
-            actions[step] = action
-            logprobs[step] = logprob
+                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
+                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+            actions[step] = action.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            next_done = np.logical_or(terminations, truncations)
-            rewards[step] = torch.tensor(reward).to(device).view(-1)
-            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            rewards[step] = reward
 
             for episodic_return, episodic_length in finished_episodes(infos):
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
-        # bootstrap value if not done
-        with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages, returns = compute_gae(
-                rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
-            )
-
         # flatten the batch
-        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
+        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        with torch.no_grad():
+            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
+
+        # bootstrap value if not done
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+        b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
+        b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
+        b_values = torch.from_numpy(values.reshape(-1)).to(device)
 
         # Optimizing the policy and value network
         b_inds = np.arange(args.batch_size)
@@ -391,7 +385,7 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:

@@ -178,13 +178,13 @@ class Agent(nn.Module):
         return self.critic(self.network(x / 255.0))
 
     def get_action_and_value(self, x, action=None):
-        hidden = self.network(x / 255.0)
-        logits = self.actor(hidden)
+        x = self.network(x / 255.0)  # the features of the shared trunk, for both heads
+        logits = self.actor(x)
         if action is None:
             action = sample(logits)
         logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
         logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(hidden)
+        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -298,7 +298,7 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(envs).to(device)
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # ALGO Logic: Storage setup, in numpy like the environments

@@ -251,8 +251,8 @@ if __name__ == "__main__":
         )
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    if not isinstance(envs.single_action_space, gym.spaces.Discrete) or len(envs.single_observation_space.shape) != 1:
-        fail(f"{args.env_id} lacks flat observations or Discrete actions; see ppo_continuous_action.py, ppo_atari.py")
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has {envs.single_action_space} actions, not Discrete; see ppo_continuous_action.py")
 
     if args.track:
         import wandb

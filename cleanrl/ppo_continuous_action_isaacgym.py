@@ -1,7 +1,6 @@
 # PPO for continuous actions on Isaac Gym (IsaacGymEnvs tasks); docs: docs/ppo.md#ppo_continuous_action_isaacgympy
 import os
 import random
-import shutil
 import sys
 import time
 from collections import deque
@@ -20,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
-from tensorboard.compat.proto.summary_pb2 import Summary
+from torch.distributions.normal import Normal
 from torch.utils.tensorboard import SummaryWriter
 
 
@@ -98,72 +97,35 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message: str):
-    """Ends the program with one line on stderr and exit status 2: the way every user error is reported."""
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
     print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def check_args(args: Args) -> str | None:
-    """Returns what is wrong with the sizes and coefficients, or None when they are usable."""
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if getattr(args, name) <= 0:
-            return f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}"
-    if args.learning_rate <= 0:
-        return f"--learning-rate must be positive, got {args.learning_rate}"
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}"
-    if args.clip_coef <= 0:
-        return f"--clip-coef must be positive, got {args.clip_coef}"
-    if args.reward_scaler <= 0:
-        return f"--reward-scaler must be positive, got {args.reward_scaler}"
-    if args.record_video_step_frequency <= 0:
-        return f"--record-video-step-frequency must be positive, got {args.record_video_step_frequency}"
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        return (
-            f"the batch of --num-envs x --num-steps = {batch_size} does not divide into "
-            f"--num-minibatches {args.num_minibatches}; choose a divisor of {batch_size}"
-        )
-    if args.total_timesteps < batch_size:
-        return f"--total-timesteps {args.total_timesteps} is less than one batch ({batch_size}); raise it"
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    sizes += ("reward_scaler", "record_video_step_frequency")
+    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
+        return f"{', '.join(bad)} must be positive"
+    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
+    if (args.num_envs * args.num_steps) % args.num_minibatches or args.num_envs * args.num_steps > args.total_timesteps:
+        return "--num-envs x --num-steps must divide into --num-minibatches and be at most --total-timesteps"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
-    return None
-
-
-def task_names():
-    """The tasks `isaacgymenvs.make` knows: IsaacGymEnvs keeps one configuration file per task in cfg/task."""
-    return sorted(path.stem for path in (Path(isaacgymenvs.__file__).parent / "cfg" / "task").glob("*.yaml"))
-
-
-def check_spaces(envs, env_id: str) -> str | None:
-    """Returns why this script cannot train on these spaces, or None when it can. IsaacGymEnvs builds its spaces
-    with the old `gym` package, which this project does not install, so a Box is recognised by its class name."""
-    if type(envs.single_action_space).__name__ != "Box" or len(envs.single_action_space.shape) != 1:
-        return (
-            f"ppo_continuous_action_isaacgym.py needs a flat Box action space, but {env_id} has "
-            f"{envs.single_action_space}"
-        )
-    if type(envs.single_observation_space).__name__ != "Box" or len(envs.single_observation_space.shape) != 1:
-        return (
-            f"ppo_continuous_action_isaacgym.py needs a flat Box observation space, but {env_id} has "
-            f"{envs.single_observation_space}"
-        )
-    return None
 
 
 class RecordVideo:
-    """Records 100 steps of the task's viewer every `step_frequency` steps of the vector environment, into
+    """Records `video_length` steps of the task's viewer every `step_frequency` steps of the vector environment into
     `video_folder`. Isaac Gym renders into a virtual screen when the task is made with virtual_screen_capture=True."""
 
     def __init__(self, env, video_folder, step_frequency, video_length=100):
         self.env, self.video_folder = env, video_folder
         self.step_frequency, self.video_length = step_frequency, video_length
         self.num_envs, self.observation_space, self.action_space = env.num_envs, env.observation_space, env.action_space
-        self.fps = getattr(env, "metadata", {}).get("video.frames_per_second", 30)
-        self.step_id, self.video_start, self.frames = 0, 0, []
+        self.step_id, self.frames = 0, []
 
     def reset(self):
         return self.env.reset()
@@ -171,52 +133,41 @@ class RecordVideo:
     def step(self, actions):
         result = self.env.step(actions)
         if self.frames or self.step_id % self.step_frequency == 0:
-            if not self.frames:
-                self.video_start = self.step_id
             self.frames.append(self.env.render(mode="rgb_array"))
-            if len(self.frames) == self.video_length:
-                self.write()
         self.step_id += 1
+        if len(self.frames) == self.video_length:
+            self.close()
         return result
 
-    def write(self):
-        from moviepy import ImageSequenceClip
-
-        os.makedirs(self.video_folder, exist_ok=True)
-        path = f"{self.video_folder}/rl-video-step-{self.video_start}.mp4"
-        ImageSequenceClip(self.frames, fps=self.fps).write_videofile(path, logger=None)
-        self.frames = []
-
-    def switch_folder(self, video_folder):
-        """Ends the video being recorded, if any, and records from the next step on into `video_folder`."""
+    def close(self):  # writes the video being recorded, if any
         if self.frames:
-            self.write()
-        self.video_folder, self.step_id = video_folder, 0
+            from moviepy import ImageSequenceClip
 
-    def close(self):
-        if self.frames:  # the run ended during a recording: keep what there is
-            self.write()
-        if hasattr(self.env, "close"):  # IsaacGymEnvs' tasks have no close()
-            self.env.close()
+            os.makedirs(self.video_folder, exist_ok=True)
+            fps = getattr(self.env, "metadata", {}).get("video.frames_per_second", 30)
+            path = f"{self.video_folder}/rl-video-step-{self.step_id - len(self.frames)}.mp4"
+            ImageSequenceClip(self.frames, fps=fps).write_videofile(path, logger=None)
+            self.frames = []
 
 
-class ExtractObsWrapper:
-    """The view of an Isaac Gym task the agent uses. A task observes a dictionary (`obs`, and `states` for a
-    privileged critic); the policy sees `obs`. The spaces are those of one environment, under the names that
-    Gymnasium's vector environments give them."""
+class RecordEpisodeStatisticsTorch:
+    """The view of an Isaac Gym task the agent uses: the `obs` entry of its observations, the spaces of one environment
+    (named as in Gymnasium's vector environments), and in infos["r"] and infos["l"] the return and length so far of
+    every environment's episode, in tensors on the task's device (where `dones` is set: the episode it ended)."""
 
-    def __init__(self, env):
-        self.env = env
-        self.num_envs = env.num_envs
-        self.single_observation_space = env.observation_space
-        self.single_action_space = env.action_space
+    def __init__(self, env, device):
+        self.env, self.num_envs = env, env.num_envs
+        self.single_observation_space, self.single_action_space = env.observation_space, env.action_space
+        self.episode_returns = torch.zeros(env.num_envs, dtype=torch.float64, device=device)
+        self.episode_lengths = torch.zeros(env.num_envs, dtype=torch.int64, device=device)
 
     def reset(self):
         return self.env.reset()["obs"]
 
     def step(self, actions):
-        """A tensor of actions in; (observations, rewards, dones, infos) out, tensors on the task's device."""
         obs, rewards, dones, infos = self.env.step(actions)
+        infos["r"], infos["l"] = self.episode_returns + rewards, self.episode_lengths + 1
+        self.episode_returns, self.episode_lengths = infos["r"] * (1 - dones), infos["l"] * (1 - dones)
         return obs["obs"], rewards, dones, infos
 
     def close(self):
@@ -225,9 +176,8 @@ class ExtractObsWrapper:
 
 
 def make_env(env_id, num_envs, seed, device, capture_video, run_name, record_video_step_frequency):
-    """The Isaac Gym vector environment: one simulation of `num_envs` copies of the task on `device`, which takes
-    a tensor of actions and returns tensors, all on that device. Its episodes restart inside the step after
-    the one that ended them. A viewer is opened only to record videos, into a virtual screen."""
+    """The Isaac Gym vector environment: one simulation of `num_envs` copies of the task, taking and returning tensors
+    on `device`; an episode restarts inside the step after the one that ended it. A viewer opens only for videos."""
     sim_device = "cuda:0" if device.type == "cuda" else "cpu"
     envs = isaacgymenvs.make(
         seed=seed,
@@ -243,42 +193,17 @@ def make_env(env_id, num_envs, seed, device, capture_video, run_name, record_vid
     )
     if capture_video:
         envs = RecordVideo(envs, f"videos/{run_name}", record_video_step_frequency)
-    return ExtractObsWrapper(envs)
+    return RecordEpisodeStatisticsTorch(envs, device)
 
 
-class EpisodeStatistics:
-    """Return and length of the running episode of every sub-environment, kept in tensors on the device like
-    the environment's, so that counting needs no copy to the host."""
-
-    def __init__(self, num_envs, device):
-        self.returns = torch.zeros(num_envs, dtype=torch.float64, device=device)
-        self.lengths = torch.zeros(num_envs, dtype=torch.int64, device=device)
-
-    def step(self, rewards, dones):
-        """Counts one step; returns (returns, lengths) of every sub-environment's episode up to this step.
-        The entries where `dones` (bool) is set are the episodes that this step ended; those restart at 0."""
-        self.returns += rewards
-        self.lengths += 1
-        returns, lengths = self.returns.clone(), self.lengths.clone()
-        self.returns.masked_fill_(dones, 0.0)
-        self.lengths.masked_fill_(dones, 0)
-        return returns, lengths
-
-
-def log_episodes(writer, global_steps, episodic_returns, episodic_lengths):
-    """Writes `charts/episodic_return` and `charts/episodic_length`, one point each per finished episode.
-    The episodes that ended at the same step share one event: thousands of environments can end thousands of
-    episodes in one rollout, and one `add_scalar` call per point costs several times as much."""
-    values = {}
-    for step, episodic_return, episodic_length in zip(global_steps, episodic_returns, episodic_lengths):
-        values.setdefault(step, []).extend(
-            (
-                Summary.Value(tag="charts/episodic_return", simple_value=episodic_return),
-                Summary.Value(tag="charts/episodic_length", simple_value=episodic_length),
-            )
-        )
-    for step, step_values in values.items():
-        writer.file_writer.add_summary(Summary(value=step_values), step)
+def finished_episodes(dones, next_done, episode_returns, episode_lengths, global_step):
+    """[(global step, return, length)] of the episodes that ended in a rollout of shape (num_steps, num_envs), read
+    in one look at all of it: the rollout's only copy to the host. dones[t] is 1 where obs[t] starts a new episode."""
+    num_steps, num_envs = dones.shape
+    ended_step, ended_env = torch.cat([dones[1:], next_done[None]]).nonzero(as_tuple=True)
+    ended_global_steps = (global_step - (num_steps - 1 - ended_step) * num_envs).tolist()
+    ended_returns, ended_lengths = episode_returns[ended_step, ended_env], episode_lengths[ended_step, ended_env]
+    return list(zip(ended_global_steps, ended_returns.tolist(), ended_lengths.tolist()))
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -287,84 +212,67 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
-
-
-def sample_gaussian(action_mean, action_logstd):
-    """The reparameterised sample of a diagonal Gaussian: mean + std * standard normal noise."""
-    return action_mean + action_logstd.exp() * torch.randn_like(action_mean)
-
-
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
-        obs_dim = np.array(envs.single_observation_space.shape).prod()
         self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 256)),
+            layer_init(nn.Linear(np.array(envs.single_observation_space.shape).prod(), 256)),
             nn.Tanh(),
             layer_init(nn.Linear(256, 256)),
             nn.Tanh(),
             layer_init(nn.Linear(256, 1), std=1.0),
         )
-        action_dim = np.prod(envs.single_action_space.shape)
         self.actor_mean = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 256)),
+            layer_init(nn.Linear(np.array(envs.single_observation_space.shape).prod(), 256)),
             nn.Tanh(),
             layer_init(nn.Linear(256, 256)),
             nn.Tanh(),
-            layer_init(nn.Linear(256, action_dim), std=0.01),
+            layer_init(nn.Linear(256, np.prod(envs.single_action_space.shape)), std=0.01),
         )
-        # state-independent log standard deviation, one per action component
-        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+        self.actor_logstd = nn.Parameter(torch.zeros(1, np.prod(envs.single_action_space.shape)))
 
     def get_value(self, x):
         return self.critic(x)
 
-    def get_action(self, x):
-        """Sampling only: all the rollout needs per step."""
-        return sample_gaussian(self.actor_mean(x), self.actor_logstd)
-
     def get_action_and_value(self, x, action=None):
         action_mean = self.actor_mean(x)
         action_logstd = self.actor_logstd.expand_as(action_mean)
+        action_std = torch.exp(action_logstd)
+        probs = Normal(action_mean, action_std)
         if action is None:
-            action = sample_gaussian(action_mean, action_logstd)
-        # independent Gaussian components: log-probabilities and entropies add up over the action dimensions
-        logprob = -((action - action_mean) ** 2) / (2 * (2 * action_logstd).exp()) - action_logstd - LOG_SQRT_2PI
-        entropy = 0.5 + LOG_SQRT_2PI + action_logstd
-        return action, logprob.sum(1), entropy.sum(1), self.critic(x)
+            action = probs.sample()
+        return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape (num_steps, num_envs), in tensors on the device.
-
-    dones[t] is 1 where obs[t] is the first observation of a new episode (the step before it ended one);
-    next_value and next_done belong to the observation after the last step. Returns (advantages, returns).
-    """
-    # the value and the not-done flag of the observation after each step, for all steps at once
-    nextvalues = torch.cat([values[1:], next_value[None]])
-    nextnonterminal = 1.0 - torch.cat([dones[1:], next_done[None]])
-    deltas = rewards + gamma * nextvalues * nextnonterminal - values
-    discounts = gamma * gae_lambda * nextnonterminal
-    # only the backward recursion itself is a loop over time
+    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
+    obs[t] starts a new episode; next_value and next_done belong to the observation after the last step."""
     advantages = torch.zeros_like(rewards)
-    lastgaelam = 0.0
-    for t in reversed(range(rewards.shape[0])):
-        advantages[t] = lastgaelam = deltas[t] + discounts[t] * lastgaelam
+    lastgaelam = 0
+    num_steps = rewards.shape[0]
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
     return advantages, advantages + values
 
 
 def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise) with its debug statistics:
-    (loss, old_approx_kl (k1), approx_kl (k3), fraction of ratios clipped)."""
+    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     with torch.no_grad():
+        # calculate approx_kl http://joschu.net/blog/kl-approx.html
         old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
 
 
@@ -378,161 +286,59 @@ def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
     return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
-def explained_variance(y_pred, y_true):
-    """1 - Var[y_true - y_pred] / Var[y_true]; NaN when the targets do not vary. A 0-d tensor on the device."""
-    var_y = torch.var(y_true, correction=0)
-    return torch.where(var_y == 0, torch.nan, 1 - torch.var(y_true - y_pred, correction=0) / var_y)
-
-
 def evaluate(model_path, envs, next_obs, eval_episodes, device):
-    """Loads a saved model and plays `eval_episodes` episodes with it; returns their returns.
-
-    Isaac Gym runs one simulation per process, so the evaluation plays in the training environments, from
-    `next_obs`, their current observation. The episodes under way when it starts were begun by the training
-    policy and do not count. The episodes that count are the next whole ones of environments 0, 1, ... (as many
-    environments as episodes, where there are that many), not the first to end anywhere, which would favour
-    short episodes.
-    """
+    """Plays `eval_episodes` episodes with a saved model; returns their returns. Isaac Gym runs one simulation per
+    process: this plays on in the training environments, from `next_obs`, and counts the next whole episodes of
+    environments 0, 1, ... (not those under way, nor the first to end anywhere, which would favour short ones)."""
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
-    agent.eval()
-    num_counted = min(envs.num_envs, eval_episodes)
-    wanted = [eval_episodes // num_counted + (i < eval_episodes % num_counted) for i in range(num_counted)]
-    stats = EpisodeStatistics(envs.num_envs, device)
+    # the episodes each environment plays for the count: 10 over 4 environments are 3, 3, 2, 2; over 4096, 1 for 10
+    wanted = -((torch.arange(envs.num_envs, device=device) - eval_episodes) // envs.num_envs)
     started = torch.zeros(envs.num_envs, dtype=torch.bool, device=device)  # began an episode during evaluation
     obs = next_obs
     episodic_returns = []
-    with torch.no_grad():
-        while sum(wanted) > 0:
-            obs, reward, done, _ = envs.step(agent.get_action(obs))
-            ended = done.bool()
-            returns, _ = stats.step(reward, ended)
-            # one look at the host per step: evaluation is short, and its counting reads easier in Python
-            for i in (ended & started)[:num_counted].nonzero().flatten().tolist():
-                if wanted[i] > 0:
-                    wanted[i] -= 1
-                    episodic_returns.append(returns[i].item())
-                    print(f"eval_episode={len(episodic_returns) - 1}, episodic_return={episodic_returns[-1]}")
-            started |= ended
-    return episodic_returns
-
-
-def hub_repo_id(hf_entity, env_id, exp_name, seed):
-    return f"{hf_entity}/{env_id}-{exp_name}-seed{seed}"
-
-
-def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir):
-    """Writes what the Hub repository holds into `folder`: the model, the TensorBoard logs,
-    this script, a model card and the last evaluation video."""
-    folder = Path(folder)
-    shutil.copytree(run_dir, folder, dirs_exist_ok=True)
-    shutil.copy(__file__, folder / f"{args.exp_name}.py")
-    videos = sorted(Path(video_dir).glob("*.mp4"), key=os.path.getmtime) if Path(video_dir).is_dir() else []
-    if videos:
-        shutil.copy(videos[-1], folder / "replay.mp4")
-    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
-    hyperparameters = "\n".join(f"    {key}: {value!r}," for key, value in vars(args).items())
-    (folder / "README.md").write_text(
-        f"""---
-tags:
-- {args.env_id}
-- deep-reinforcement-learning
-- reinforcement-learning
-- ppo
-- isaacgym
-library_name: cleanrl
-model-index:
-- name: PPO
-  results:
-  - task:
-      type: reinforcement-learning
-      name: reinforcement-learning
-    dataset:
-      name: {args.env_id}
-      type: {args.env_id}
-    metrics:
-    - type: mean_reward
-      value: {mean:.2f} +/- {std:.2f}
-      name: mean_reward
-      verified: false
----
-
-# PPO agent playing {args.env_id}
-
-Trained with `{args.exp_name}.py` (included in this repository) on the IsaacGymEnvs task {args.env_id} for
-{args.total_timesteps} steps. Evaluated over {len(episodic_returns)} episodes: {mean:.2f} +/- {std:.2f}.
-
-To train it again: `python {args.exp_name}.py --env-id {args.env_id} --seed {args.seed}` (needs Isaac Gym).
-The weights are `{args.exp_name}.cleanrl_model` (a PyTorch state dict of the script's `Agent`).
-
-## Hyperparameters
-```python
-{{
-{hyperparameters}
-}}
-```
-"""
-    )
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def push_to_hub(args, episodic_returns, run_dir, video_dir):
-    """Creates (or reuses) the model repository on the Hugging Face Hub and uploads the run to it."""
-    import tempfile
-
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    hf_entity = args.hf_entity or api.whoami()["name"]
-    repo_id = hub_repo_id(hf_entity, args.env_id, args.exp_name, args.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir)
-        api.create_repo(repo_id=repo_id, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=f"{args.exp_name} on {args.env_id}")
-    print(f"Model pushed to https://huggingface.co/{repo_id}")
-    return repo_id
-
-
-def progress_line(global_step, total_timesteps, sps, recent_returns):
-    """One plain line of progress, readable on a terminal and in a log file alike."""
-    left = (total_timesteps - global_step) / max(sps, 1)
-    ret = f"{np.mean(recent_returns):.1f} (last {len(recent_returns)})" if recent_returns else "n/a"
-    return (
-        f"[{100 * global_step / total_timesteps:3.0f}%] step {global_step}/{total_timesteps} "
-        f"| SPS {sps} | episodic return {ret} | left {int(left // 60)}m{int(left % 60):02d}s"
-    )
+    while len(episodic_returns) < eval_episodes:
+        with torch.no_grad():
+            actions, _, _, _ = agent.get_action_and_value(obs)
+        obs, _, dones, infos = envs.step(actions)
+        counted, started = dones.bool() & started & (wanted > 0), started | dones.bool()
+        wanted -= counted.long()
+        for episodic_return in infos["r"][counted].tolist():
+            print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
+            episodic_returns.append(episodic_return)
+    return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
     if isaacgymenvs is None:
         fail(
-            f"cannot import Isaac Gym ({' '.join(str(isaacgym_import_error).split())}). It is not on PyPI: "
-            "download Isaac Gym Preview 4 from https://developer.nvidia.com/isaac-gym and run `pip install -e python/` "
-            "in its folder (its bindings are for Python 3.6 to 3.8), then run `pip install -e .` in a clone of "
-            "https://github.com/isaac-sim/IsaacGymEnvs"
+            f"cannot import Isaac Gym ({' '.join(str(isaacgym_import_error).split())}). It is not on PyPI: download "
+            "Isaac Gym Preview 4 from https://developer.nvidia.com/isaac-gym, `pip install -e python/` in its folder "
+            "(Python 3.6 to 3.8), then `pip install -e .` in a clone of https://github.com/isaac-sim/IsaacGymEnvs"
         )
-    problem = check_args(args)
-    if problem:
+    if problem := check_args(args):
         fail(problem)
+    if args.upload_model:
+        try:
+            from cleanrl_utils.huggingface import push_to_hub
+        except ModuleNotFoundError as e:
+            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
-    # the device comes before the environment: Isaac Gym simulates on it, and its tensors stay there
+    # env setup; the device comes first: Isaac Gym simulates on it, and its tensors stay there
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-
-    # env setup
-    if args.env_id not in task_names():
-        fail(f"IsaacGymEnvs has no task '{args.env_id}'; its tasks are {', '.join(task_names())}")
+    tasks = sorted(path.stem for path in (Path(isaacgymenvs.__file__).parent / "cfg" / "task").glob("*.yaml"))
+    if args.env_id not in tasks:  # IsaacGymEnvs keeps one configuration file per task
+        fail(f"IsaacGymEnvs has no task '{args.env_id}'; its tasks are {', '.join(tasks)}")
     envs = make_env(
         args.env_id, args.num_envs, args.seed, device, args.capture_video, run_name, args.record_video_step_frequency
     )
-    problem = check_spaces(envs, args.env_id)
-    if problem:
-        envs.close()
-        fail(problem)
+    if type(envs.single_action_space).__name__ != "Box" or len(envs.single_observation_space.shape) != 1:  # gym spaces
+        fail(f"{args.env_id} lacks flat observations or Box actions")
 
     if args.track:
         import wandb
@@ -546,10 +352,8 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-    )
+    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -557,30 +361,24 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    if device.type == "cpu":
-        # a CPU run is for trying the script out on small numbers of environments: one thread is enough
-        torch.set_num_threads(1)
+    torch.set_num_threads(1)  # tiny networks: one thread beats waking a pool for every small op
+    torch.distributions.Distribution.set_default_validate_args(False)  # no argument checks in every Normal
 
     agent = Agent(envs).to(device)
-    # Adam with epsilon 1e-5; the fused kernel updates all parameters in one call
-    params = list(agent.parameters())
-    optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # Rollout storage, on the device like the environment's tensors: nothing goes to the host during the rollout
+    # ALGO Logic: Storage setup, on the device like the environments' tensors
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, device=device)
     rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
-    # the return and length of every environment's episode so far after each step, read where an episode ended
     episode_returns = torch.zeros((args.num_steps, args.num_envs), dtype=torch.float64, device=device)
     episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = time.time()
-    last_print = 0.0
+    start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    episode_stats = EpisodeStatistics(args.num_envs, device)
     next_obs = envs.reset()
     next_done = torch.zeros(args.num_envs, device=device)
 
@@ -591,88 +389,81 @@ if __name__ == "__main__":
             lrnow = frac * args.learning_rate
             optimizer.param_groups[0]["lr"] = lrnow
 
-        # Rollout: only the action is sampled per step; values and log-probs come in one batch below.
-        # (no_grad, not inference_mode: a task keeps tensors made in one step to update in place in a later one,
-        # which inference tensors forbid outside inference mode)
-        with torch.no_grad():
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                obs[step] = next_obs
-                dones[step] = next_done
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
 
-                action = agent.get_action(next_obs)
-                actions[step] = action
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                action_mean = agent.actor_mean(next_obs)  # values come after the rollout
+                action = Normal(action_mean, agent.actor_logstd.exp()).sample()
+            actions[step] = action
 
-                # TRY NOT TO MODIFY: execute the game and log data.
-                # (the task clamps the actions to its range itself; the rollout keeps the action as sampled.
-                # The reward and done tensors are the task's own buffers, which its next step overwrites:
-                # everything kept of them is copied before stepping again)
-                next_obs, reward, done, infos = envs.step(action)
-                rewards[step] = reward * args.reward_scaler
-                next_done = done.float()
-                episode_returns[step], episode_lengths[step] = episode_stats.step(reward, done.bool())
+            # TRY NOT TO MODIFY: execute the game and log data.
+            # (the task's reward and done tensors are its own buffers, which its next step overwrites: copied here)
+            next_obs, reward, next_done, infos = envs.step(action)
+            rewards[step] = reward * args.reward_scaler
+            next_done = next_done.float()
+            episode_returns[step], episode_lengths[step] = infos["r"], infos["l"]
 
-        # The episodes that ended during the rollout, found in one look at all of it rather than one per step:
-        # the rollout's only copy to the host
-        ended_step, ended_env = torch.cat([dones[1:], next_done[None]]).nonzero(as_tuple=True)
-        ended_global_steps = (global_step - (args.num_steps - 1 - ended_step) * args.num_envs).tolist()
-        ended_returns = episode_returns[ended_step, ended_env].tolist()
-        ended_lengths = episode_lengths[ended_step, ended_env].tolist()
+        episodes = finished_episodes(dones, next_done, episode_returns, episode_lengths, global_step)
+        for ended_at, episodic_return, episodic_length in episodes:
+            writer.add_scalar("charts/episodic_return", episodic_return, ended_at)
+            writer.add_scalar("charts/episodic_length", episodic_length, ended_at)
+            recent_returns.append(episodic_return)
 
-        # The parameters did not change during the rollout, so its values and log-probs are one forward pass
+        # flatten the batch
         b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
         b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
         with torch.no_grad():
-            _, b_logprobs, _, b_values = agent.get_action_and_value(b_obs, b_actions)
-            next_value = agent.get_value(next_obs).flatten()
-        values = b_values.reshape(args.num_steps, args.num_envs)
+            _, b_logprobs, _, values = agent.get_action_and_value(b_obs, b_actions)  # unchanged parameters: one pass
+            values = values.reshape(args.num_steps, args.num_envs)
+            next_value = agent.get_value(next_obs).reshape(1, -1)
 
         # bootstrap value if not done
         advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
-
-        # flatten the batch
         b_advantages = advantages.reshape(-1)
         b_returns = returns.reshape(-1)
-        b_values = b_values.flatten()
+        b_values = values.reshape(-1)
 
         # Optimizing the policy and value network
-        clipfracs = []  # one 0-d tensor per minibatch, read once after the update
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
         for epoch in range(args.update_epochs):
-            # shuffle the whole batch once per epoch, so each minibatch below is a slice, not a gather
-            b_inds = torch.randperm(args.batch_size, device=device)
-            e_obs, e_actions, e_logprobs, e_advantages, e_returns, e_values = (
-                t[b_inds] for t in (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
-            )
+            np.random.shuffle(b_inds)
             for start in range(0, args.batch_size, args.minibatch_size):
-                mb = slice(start, start + args.minibatch_size)
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(e_obs[mb], e_actions[mb])
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
 
-                mb_advantages = e_advantages[mb]
+                mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
                 pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, e_logprobs[mb], mb_advantages, args.clip_coef
+                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
                 )
                 clipfracs.append(clipfrac)
-                v_loss = value_loss(newvalue.view(-1), e_values[mb], e_returns[mb], args.clip_coef, args.clip_vloss)
+                newvalue = newvalue.view(-1)
+                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(params, args.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        explained_var = explained_variance(b_values, b_returns)
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        log_episodes(writer, ended_global_steps, ended_returns, ended_lengths)
-        recent_returns.extend(ended_returns)
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
@@ -680,29 +471,31 @@ if __name__ == "__main__":
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if "consecutive_successes" in infos:  # ShadowHand and AllegroHand: goals reached in a row, on average
             writer.add_scalar("charts/consecutive_successes", infos["consecutive_successes"].item(), global_step)
-        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):
-            last_print = time.time()
-            print(progress_line(global_step, args.total_timesteps, sps, recent_returns), flush=True)
+        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
+            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
+            progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
+            print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
         torch.save(agent.state_dict(), model_path)
         print(f"model saved to {model_path}")
 
-        if args.capture_video:
-            envs.env.switch_folder(f"videos/{run_name}-eval")  # evaluation plays on, in the training environments
-        episodic_returns = evaluate(model_path, envs, next_obs, eval_episodes=10, device=device)
+        if args.capture_video:  # evaluation plays on in the training environments: its videos from its first step
+            envs.env.close()
+            envs.env.video_folder, envs.env.step_id = f"videos/{run_name}-eval", 0
+        episodic_returns = evaluate(model_path, envs, next_obs, 10, device)
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
-        writer.flush()
 
         if args.upload_model:
-            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval")
+            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
 
     envs.close()
     writer.close()

@@ -3,7 +3,7 @@
 The whole program runs on a stand-in for IsaacGymEnvs (tests/isaacgym_standin: the part of its interface the script
 uses, over small batched tasks in torch), put on PYTHONPATH; the script has no case of its own for it. The stand-in
 refuses to load after torch, as Isaac Gym does, and refuses actions that are not tensors on its device. Then unit
-tests of the tensor pieces."""
+tests of the tensor pieces. (What every script shares, this one on the stand-in too, is tested in test_scripts.py.)"""
 
 import ast
 import importlib.util
@@ -17,17 +17,14 @@ import torch
 from gymnasium import spaces
 from helpers import (
     SCRIPTS,
-    assert_same_scalars,
     assert_user_error,
     check_smoke_run,
     load_script,
     only_run_dir,
     read_scalars,
-    run_copied_alone,
     run_script,
     script_env,
 )
-from torch.utils.tensorboard import SummaryWriter
 
 SCRIPT = "ppo_continuous_action_isaacgym.py"
 STANDIN = Path(__file__).parent / "isaacgym_standin"
@@ -96,12 +93,6 @@ def test_every_finished_episode_is_logged_with_its_return_and_length(tiny_run):
     assert max(Counter(step for step, _, _ in logged.elements()).values()) > 1
 
 
-def test_same_seed_logs_identical_scalars_when_copied_alone(tiny_run, tmp_path):
-    cwd, _ = tiny_run
-    alone = run_copied_alone(SCRIPT, *TINY, "--reward-scaler", "0.5", tmp_path=tmp_path, env=WITH_STANDIN)
-    assert_same_scalars(only_run_dir(cwd), alone)
-
-
 def test_save_model_evaluates_whole_episodes_and_videos_are_recorded(tmp_path):
     """Evaluation plays on in the training environments (Isaac Gym allows one simulation per process, and the
     stand-in refuses a second), counting the next whole episode of environments 0 to 9, whose returns are known."""
@@ -131,12 +122,14 @@ def test_without_isaac_gym_one_line_says_how_to_install_it(tmp_path):
     ("args", "fragments"),
     [
         (["--env-id", "Humanoid"], ["IsaacGymEnvs has no task 'Humanoid'", "its tasks are Cartpole, FixedEpisodes"]),
-        (["--num-minibatches", "3"], ["does not divide", "--num-minibatches 3"]),
+        (["--reward-scaler", "0"], ["--reward-scaler must be positive"]),
+        (["--record-video-step-frequency", "-1"], ["--record-video-step-frequency must be positive"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
     proc = run_script(SCRIPT, *args, "--no-cuda", cwd=tmp_path, check=False, timeout=120, env=WITH_STANDIN)
     assert_user_error(proc, "ppo_continuous_action_isaacgym.py: error:", *fragments)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_cartpole_return_improves(tmp_path):
@@ -191,81 +184,54 @@ def test_importing_the_script_has_no_side_effects(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+class FakeTask:
+    """Three environments; `step` returns the rewards and dones it is given, in its own buffers, as a task does."""
+
+    num_envs, observation_space, action_space = 3, spaces.Box(-1, 1, (2,)), spaces.Box(-1, 1, (1,))
+
+    def __init__(self):
+        self.rew_buf, self.reset_buf = torch.zeros(3), torch.zeros(3, dtype=torch.long)
+
+    def step(self, script):
+        rewards, dones = script
+        self.rew_buf[:], self.reset_buf[:] = torch.tensor(rewards), torch.tensor(dones)
+        return {"obs": torch.zeros((3, 2)), "states": torch.ones((3, 5))}, self.rew_buf, self.reset_buf, {}
+
+
 def test_episode_statistics_count_every_ending_in_tensors():
-    stats = ppo.EpisodeStatistics(3, torch.device("cpu"))
-    returns, lengths = stats.step(torch.tensor([1.0, 2.0, 0.5]), torch.tensor([False, False, False]))
-    assert returns.tolist() == [1.0, 2.0, 0.5] and lengths.tolist() == [1, 1, 1]
+    envs = ppo.RecordEpisodeStatisticsTorch(FakeTask(), torch.device("cpu"))
+    assert envs.single_observation_space.shape == (2,) and envs.single_action_space.shape == (1,)
+    obs, _, _, infos = envs.step(([1.0, 2.0, 0.5], [0, 0, 0]))
+    assert obs.shape == (3, 2)  # the policy's part of the observation dictionary
+    assert infos["r"].tolist() == [1.0, 2.0, 0.5] and infos["l"].tolist() == [1, 1, 1]
     # two environments end in the same step: both are reported, and their counters restart
-    returns, lengths = stats.step(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([True, False, True]))
-    assert returns.tolist() == [2.0, 3.0, 1.5] and lengths.tolist() == [2, 2, 2]
-    returns, lengths = stats.step(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([True, True, False]))
-    assert returns.tolist() == [1.0, 4.0, 1.0] and lengths.tolist() == [1, 3, 1]
-    assert stats.returns.tolist() == [0.0, 0.0, 1.0] and stats.lengths.tolist() == [0, 0, 1]
+    _, _, _, infos = envs.step(([1.0, 1.0, 1.0], [1, 0, 1]))
+    assert infos["r"].tolist() == [2.0, 3.0, 1.5] and infos["l"].tolist() == [2, 2, 2]
+    _, _, _, infos = envs.step(([1.0, 1.0, 1.0], [1, 1, 0]))
+    assert infos["r"].tolist() == [1.0, 4.0, 1.0] and infos["l"].tolist() == [1, 3, 1]
     # what the caller keeps is a copy: later steps do not change it
-    stats.step(torch.tensor([5.0, 5.0, 5.0]), torch.tensor([False, False, False]))
-    assert returns.tolist() == [1.0, 4.0, 1.0]
+    envs.step(([5.0, 5.0, 5.0], [0, 0, 0]))
+    assert infos["r"].tolist() == [1.0, 4.0, 1.0]
 
 
-def test_log_episodes_writes_one_point_per_episode(tmp_path):
-    writer = SummaryWriter(tmp_path)
-    ppo.log_episodes(writer, [64, 64, 64, 128], [1.5, 2.0, 1.5, 7.0], [3, 4, 3, 9])
-    writer.add_scalar("charts/SPS", 10, 128)
-    writer.close()
-    scalars = read_scalars(tmp_path)
-    assert scalars["charts/episodic_return"] == [(64, 1.5), (64, 2.0), (64, 1.5), (128, 7.0)]
-    assert scalars["charts/episodic_length"] == [(64, 3.0), (64, 4.0), (64, 3.0), (128, 9.0)]
-    assert scalars["charts/SPS"] == [(128, 10.0)]
-
-
-def test_gae_matches_the_step_by_step_recursion():
-    torch.manual_seed(0)
-    rewards, values = torch.randn(6, 3), torch.randn(6, 3)
-    dones = (torch.rand(6, 3) < 0.3).float()
-    next_value, next_done = torch.randn(3), torch.tensor([0.0, 1.0, 0.0])
-    advantages, returns = ppo.compute_gae(rewards, values, dones, next_value, next_done, 0.9, 0.8)
-    expected = torch.zeros(6, 3)
-    lastgaelam = torch.zeros(3)
-    for t in reversed(range(6)):
-        nextnonterminal = 1.0 - (next_done if t == 5 else dones[t + 1])
-        nextvalues = next_value if t == 5 else values[t + 1]
-        delta = rewards[t] + 0.9 * nextvalues * nextnonterminal - values[t]
-        expected[t] = lastgaelam = delta + 0.9 * 0.8 * nextnonterminal * lastgaelam
-    torch.testing.assert_close(advantages, expected)
-    torch.testing.assert_close(returns, expected + values)
-
-
-def test_check_args():
-    def problem(**changes):
-        return ppo.check_args(ppo.Args(**changes))
-
-    assert problem() is None  # the reference's defaults
-    assert problem(reward_scaler=0.0) == "--reward-scaler must be positive, got 0.0"
-    assert problem(record_video_step_frequency=0) == "--record-video-step-frequency must be positive, got 0"
-    assert "choose a divisor of 65536" in problem(num_minibatches=3)
-    assert problem(upload_model=True) == "--upload-model uploads the saved model: add --save-model"
-
-
-def test_explained_variance():
-    y = torch.tensor([1.0, 2.0, 3.0, 4.0])
-    assert ppo.explained_variance(y, y).item() == 1.0
-    assert ppo.explained_variance(torch.full((4,), 2.5), y).item() == pytest.approx(0.0)
-    assert np.isnan(ppo.explained_variance(y, torch.ones(4)).item())
-
-
-def test_check_spaces():
-    def envs(action_space, observation_space=spaces.Box(-1, 1, (4,))):
-        return SimpleNamespace(single_action_space=action_space, single_observation_space=observation_space)
-
-    assert ppo.check_spaces(envs(spaces.Box(-1, 1, (2,))), "Ant") is None
-    assert "needs a flat Box action space" in ppo.check_spaces(envs(spaces.Discrete(3)), "Ant")
-    assert "flat Box observation" in ppo.check_spaces(envs(spaces.Box(-1, 1, (2,)), spaces.Box(0, 1, (8, 8))), "Ant")
+def test_finished_episodes_reads_where_the_rollout_ended_episodes():
+    """dones[t] marks obs[t] as the first of an episode: the step that ended it is t - 1, and next_done marks the
+    last step. The returns and lengths are those recorded at that step; global_step is counted after the rollout."""
+    dones = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # 3 steps x 2 environments
+    next_done = torch.tensor([1.0, 1.0])
+    returns = torch.tensor([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]], dtype=torch.float64)
+    lengths = torch.tensor([[1, 5], [2, 6], [3, 7]])
+    episodes = ppo.finished_episodes(dones, next_done, returns, lengths, global_step=106)
+    assert sorted(episodes) == [(102, 1.0, 1), (104, 20.0, 6), (106, 3.0, 3), (106, 30.0, 7)]
+    assert ppo.finished_episodes(torch.zeros((3, 2)), torch.zeros(2), returns, lengths, 106) == []
 
 
 def test_evaluate_counts_the_next_whole_episodes_of_the_first_environments(tmp_path):
     """With fewer environments than episodes, each environment plays several in turn: 10 over 4 is 3, 3, 2, 2."""
     isaacgymenvs = standin_isaacgymenvs()
-    envs = ppo.ExtractObsWrapper(
-        isaacgymenvs.make(seed=1, task="FixedEpisodes", num_envs=4, sim_device="cpu", rl_device="cpu")
+    envs = ppo.RecordEpisodeStatisticsTorch(
+        isaacgymenvs.make(seed=1, task="FixedEpisodes", num_envs=4, sim_device="cpu", rl_device="cpu"),
+        torch.device("cpu"),
     )
     obs = envs.reset()
     for _ in range(3):  # part of the way into the first episodes: those must not count

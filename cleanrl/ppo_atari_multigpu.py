@@ -1,14 +1,11 @@
 # PPO for Atari games on several processes that average their gradients; docs: docs/ppo.md#ppo_atari_multigpupy
 import contextlib
-import io
 import os
 import random
-import shutil
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import gymnasium as gym
@@ -22,28 +19,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 try:
     import ale_py
-    import cv2  # noqa: F401  (ResizeObservation needs OpenCV; missing, it would fail only when the envs are made)
 
-    # stable-baselines3 imports the legacy gym package where that is installed, and gym prints a deprecation
-    # notice on import; no gym environment is made here, so the notice is kept off stderr
-    with contextlib.redirect_stderr(io.StringIO()):
-        from stable_baselines3.common.atari_wrappers import (
-            ClipRewardEnv,
-            EpisodicLifeEnv,
-            FireResetEnv,
-            MaxAndSkipEnv,
-            NoopResetEnv,
-        )
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
+        from stable_baselines3.common import atari_wrappers
 except ModuleNotFoundError as e:
-    print(
-        f"{os.path.basename(__file__)}: error: {e.name} is not installed; install the Atari extra with "
-        "`pip install -c requirements/constraints.txt -r requirements/requirements-atari.txt`",
-        file=sys.stderr,
-    )
+    print(f"error: {e.name} is missing; pip install -r requirements/requirements-atari.txt", file=sys.stderr)
     sys.exit(2)
-
-# the Atari ids (BreakoutNoFrameskip-v4, ALE/Breakout-v5, ...) come from ale-py, with the game ROMs inside the package
-gym.register_envs(ale_py)
+gym.register_envs(ale_py)  # the Atari ids, with the game ROMs inside the package
 
 
 @dataclass
@@ -121,104 +103,57 @@ class Args:
     local_minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size of one process (computed in runtime)"""
     batch_size: tyro.conf.Suppress[int] = 0
-    """the batch size of all processes (computed in runtime)"""
+    """the batch size (computed in runtime)"""
     minibatch_size: tyro.conf.Suppress[int] = 0
-    """the mini-batch size of all processes (computed in runtime)"""
+    """the mini-batch size (computed in runtime)"""
     num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message: str):
-    """Ends the program with one line on stderr and exit status 2: the way every user error is reported.
-    Every process finds the same error; only the first one prints it."""
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training.
+    Every process finds the same error; rank 0 alone reports it."""
     if int(os.getenv("RANK", "0")) == 0:
         print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def check_args(args: Args) -> str | None:
-    """Returns what is wrong with the sizes and coefficients, or None when they are usable."""
-    for name in ("total_timesteps", "local_num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if getattr(args, name) <= 0:
-            return f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}"
-    if args.learning_rate <= 0:
-        return f"--learning-rate must be positive, got {args.learning_rate}"
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}"
-    if args.clip_coef <= 0:
-        return f"--clip-coef must be positive, got {args.clip_coef}"
-    # each process splits its own batch into --num-minibatches minibatches
-    local_batch_size = args.local_num_envs * args.num_steps
-    if local_batch_size % args.num_minibatches != 0:
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "local_num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
+        return f"{', '.join(bad)} must be positive"
+    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
+    local_batch_size = args.local_num_envs * args.num_steps  # each process splits its own batch into minibatches
+    if local_batch_size % args.num_minibatches or local_batch_size * args.world_size > args.total_timesteps:
         return (
-            f"the batch of one process, --local-num-envs x --num-steps = {local_batch_size}, does not divide into "
-            f"--num-minibatches {args.num_minibatches}; choose a divisor of {local_batch_size}"
+            f"--local-num-envs x --num-steps must divide into --num-minibatches, and x {args.world_size} processes "
+            "be at most --total-timesteps"
         )
-    batch_size = local_batch_size * args.world_size
-    if args.total_timesteps < batch_size:
-        return (
-            f"--total-timesteps {args.total_timesteps} is less than one batch of all {args.world_size} processes "
-            f"({batch_size}); raise it"
-        )
-    if args.device_ids and len(args.device_ids) != args.world_size:
-        return (
-            f"--device-ids names {len(args.device_ids)} GPUs for {args.world_size} processes; "
-            "give one id per process (ids may repeat)"
-        )
+    gpus = range(torch.cuda.device_count() if args.cuda and torch.cuda.is_available() else 0)
+    if args.device_ids and (len(args.device_ids) != args.world_size or any(i not in gpus for i in args.device_ids)):
+        return f"--device-ids must give each of the {args.world_size} processes one of this run's {len(gpus)} GPUs"
+    if (args.backend == "nccl" and not gpus) or (args.backend == "mpi" and not dist.is_mpi_available()):
+        return f"--backend {args.backend} is not available here (nccl needs GPUs, mpi an MPI build); use gloo"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
-    return None
-
-
-def check_device(args: Args, cuda_available: bool, device_count: int) -> str | None:
-    """Returns why the processes cannot run on the devices and backend asked for, or None when they can."""
-    on_gpu = args.cuda and cuda_available
-    if args.device_ids and not on_gpu:
-        return "--device-ids picks GPUs, but this run is on the CPU (no CUDA, or --no-cuda); drop --device-ids"
-    if any(not 0 <= i < device_count for i in args.device_ids):
-        return f"--device-ids {args.device_ids} names a GPU this machine lacks; it has GPUs 0 to {device_count - 1}"
-    if args.backend == "nccl" and not on_gpu:
-        return "--backend nccl needs GPUs, but this run is on the CPU; use --backend gloo"
-    if args.backend == "mpi" and not dist.is_mpi_available():
-        return "--backend mpi needs a PyTorch built with MPI, and this one is not; use --backend gloo"
-    return None
-
-
-def check_env_id(env_id: str) -> str | None:
-    """Returns why this script cannot train on `env_id`, or None when it is an Atari game.
-    Checked on the registry, before any environment is made: the wrappers below only fit ALE games."""
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error as e:
-        return (
-            f"cannot make environment '{env_id}': {e} (Atari ids look like BreakoutNoFrameskip-v4 or ALE/Breakout-v5)"
-        )
-    if spec.entry_point not in ("ale_py.env:AtariEnv", ale_py.AtariEnv):
-        return (
-            f"ppo_atari.py needs an Atari game of ale-py, but {env_id} is not one; "
-            "use ppo.py for classic control and ppo_continuous_action.py for Box actions"
-        )
-    return None
 
 
 def make_env(env_id, idx, capture_video, run_name):
     def thunk():
-        # frameskip=1: MaxAndSkipEnv below repeats each action for 4 frames and max-pools the last two,
-        # for v5 ids too (their own frameskip of 4 would skip 16); sticky actions stay as the id defines them
         if capture_video and idx == 0:
             env = gym.make(env_id, render_mode="rgb_array", frameskip=1)
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
-            env = gym.make(env_id, frameskip=1)
-        # the game's real score and length, recorded below the life and reward wrappers
+            env = gym.make(env_id, frameskip=1)  # MaxAndSkipEnv repeats each action 4 frames (v5 ids: not 16)
         env = gym.wrappers.RecordEpisodeStatistics(env)
-        env = NoopResetEnv(env, noop_max=30)
-        env = MaxAndSkipEnv(env, skip=4)
-        env = EpisodicLifeEnv(env)
+        env = atari_wrappers.NoopResetEnv(env, noop_max=30)
+        env = atari_wrappers.MaxAndSkipEnv(env, skip=4)
+        env = atari_wrappers.EpisodicLifeEnv(env)
         if "FIRE" in env.unwrapped.get_action_meanings():
-            env = FireResetEnv(env)
-        env = ClipRewardEnv(env)
+            env = atari_wrappers.FireResetEnv(env)
+        env = atari_wrappers.ClipRewardEnv(env)
         env = gym.wrappers.ResizeObservation(env, (84, 84))
         env = gym.wrappers.GrayscaleObservation(env)
         env = gym.wrappers.FrameStackObservation(env, 4)
@@ -227,53 +162,13 @@ def make_env(env_id, idx, capture_video, run_name):
     return thunk
 
 
-def make_vector_env(env_id, num_envs, capture_video, run_name):
-    """The vector environment, with same-step autoreset: when an episode ends (here also when a life is lost),
-    the returned observation is already the first of the next one, as in the reference (truncation counts as an end).
-    copy=False: step() returns its own observation buffer, overwritten by the next step; every caller here
-    reads (or copies) it before stepping again."""
-    return gym.vector.SyncVectorEnv(
-        [make_env(env_id, i, capture_video, run_name) for i in range(num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        copy=False,
-    )
-
-
-def finished_games(infos):
-    """[(return, length)] of the games that ended in this step, several if several did.
-
-    The agent's rewards are clipped and its episodes end with every lost life, so the statistics cannot be counted
-    from what the agent sees: each sub-environment's RecordEpisodeStatistics, below those wrappers, counts the
-    unclipped score of a whole game and its length in frames. With same-step autoreset the info of the step that
-    ended a game is under infos["final_info"]; a lost life leaves a final_info without "episode".
-    """
-    final_info = infos.get("final_info")
-    if final_info is None or "episode" not in final_info:
+def finished_episodes(infos):
+    """[(return, length)] of the episodes that ended in this step (same-step autoreset: under "final_info")."""
+    final_info = infos.get("final_info", {})
+    if "episode" not in final_info:
         return []
     ended = np.flatnonzero(final_info["_episode"])
-    episode = final_info["episode"]
-    return list(zip(episode["r"][ended].tolist(), episode["l"][ended].tolist()))
-
-
-def average_gradients(params, world_size):
-    """Replaces the gradient of every parameter by its mean over all processes, with one all_reduce:
-    the gradients are flattened into one buffer, summed across the processes, divided by their number
-    and copied back. Every process then takes the same optimizer step."""
-    grads = [p.grad for p in params]
-    flat = torch.cat([g.flatten() for g in grads])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    flat /= world_size
-    for grad, mean in zip(grads, flat.split([g.numel() for g in grads])):
-        grad.copy_(mean.view_as(grad))
-
-
-def gather_games(games, world_size):
-    """The finished games of all processes, [(global_step, return, length)] in step order, for rank 0 to log."""
-    if world_size == 1:
-        return games
-    everyone = [None] * world_size
-    dist.all_gather_object(everyone, games)
-    return sorted(game for games in everyone for game in games)
+    return list(zip(final_info["episode"]["r"][ended].tolist(), final_info["episode"]["l"][ended].tolist()))
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -282,18 +177,16 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def sample_categorical(logits):
-    """Gumbel-max: the argmax of the logits plus standard Gumbel noise (-log of Exp(1) noise)
-    is a sample of the softmax distribution, in three cheap ops."""
+def sample(logits):
+    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
     return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
-        # the Nature-DQN trunk, shared by the policy and the value: stacked 84x84 frames in, 512 features out
         self.network = nn.Sequential(
-            layer_init(nn.Conv2d(envs.single_observation_space.shape[0], 32, 8, stride=4)),
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
             nn.ReLU(),
             layer_init(nn.Conv2d(32, 64, 4, stride=2)),
             nn.ReLU(),
@@ -309,53 +202,45 @@ class Agent(nn.Module):
     def get_value(self, x):
         return self.critic(self.network(x / 255.0))
 
-    def get_action(self, x):
-        """Sampling only: all the evaluation needs per step."""
-        return sample_categorical(self.actor(self.network(x / 255.0)))
-
     def get_action_and_value(self, x, action=None):
-        # x holds uint8 pixels, as stored: scaled to [0, 1] on the way in
-        hidden = self.network(x / 255.0)
-        logits = self.actor(hidden)
+        x = self.network(x / 255.0)  # the features of the shared trunk, for both heads
+        logits = self.actor(x)
         if action is None:
-            action = sample_categorical(logits)
-        # log-probabilities of all actions: the chosen one's and the entropy both come from them
-        logprobs = logits.log_softmax(dim=-1)
-        logprob = logprobs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-        return action, logprob, entropy, self.critic(hidden)
+            action = sample(logits)
+        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
+        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape (num_steps, num_envs).
-
-    dones[t] is 1 where obs[t] is the first observation of a new episode (the step before it ended one);
-    next_value and next_done belong to the observation after the last step. Returns (advantages, returns).
-    """
-    # the value and the not-done flag of the observation after each step, for all steps at once
-    nextvalues = np.concatenate([values[1:], next_value[None]])
-    nextnonterminal = 1.0 - np.concatenate([dones[1:], next_done[None]])
-    deltas = rewards + gamma * nextvalues * nextnonterminal - values
-    discounts = gamma * gae_lambda * nextnonterminal
-    # only the backward recursion itself is a loop over time
+    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
+    obs[t] starts a new episode; next_value and next_done belong to the observation after the last step."""
     advantages = np.zeros_like(rewards)
-    lastgaelam = 0.0
-    for t in reversed(range(rewards.shape[0])):
-        advantages[t] = lastgaelam = deltas[t] + discounts[t] * lastgaelam
+    lastgaelam = 0
+    num_steps = rewards.shape[0]
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
     return advantages, advantages + values
 
 
 def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise) with its debug statistics:
-    (loss, old_approx_kl (k1), approx_kl (k3), fraction of ratios clipped)."""
+    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     with torch.no_grad():
+        # calculate approx_kl http://joschu.net/blog/kl-approx.html
         old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
 
 
@@ -369,127 +254,58 @@ def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
     return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
-def explained_variance(y_pred, y_true):
-    """1 - Var[y_true - y_pred] / Var[y_true]; NaN when the targets do not vary."""
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+def average_gradients(params, world_size):
+    """Replaces every gradient by its mean over all processes, in one all_reduce call over the flattened gradients
+    (one call instead of one per parameter); every process then takes the same optimizer step."""
+    grads = [param.grad for param in params]
+    flat = torch.cat([grad.flatten() for grad in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= world_size
+    for grad, mean in zip(grads, flat.split([grad.numel() for grad in grads])):
+        grad.copy_(mean.view_as(grad))
+
+
+def gather_episodes(episodes, world_size):
+    """The finished episodes of all processes, [(global_step, return, length)] in step order, for rank 0 to log."""
+    if world_size == 1:
+        return episodes
+    everyone = [None] * world_size
+    dist.all_gather_object(everyone, episodes)
+    return sorted(episode for episodes in everyone for episode in episodes)
 
 
 def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
-    """Loads a saved model and plays `eval_episodes` episodes with it; returns their returns."""
-    envs = make_vector_env(env_id, 1, capture_video, run_name)
+    """Plays `eval_episodes` episodes with a saved model; returns their returns."""
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(env_id, 0, capture_video, run_name)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
-    agent.eval()
     obs, _ = envs.reset(seed=seed)
     episodic_returns = []
-    with torch.inference_mode():
-        # an evaluation episode is a whole game, over all its lives
-        while len(episodic_returns) < eval_episodes:
-            actions = agent.get_action(torch.as_tensor(obs, device=device))
-            obs, _, _, _, infos = envs.step(actions.tolist())
-            for episodic_return, _ in finished_games(infos):
-                print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
-                episodic_returns.append(episodic_return)
+    while len(episodic_returns) < eval_episodes:
+        with torch.no_grad():
+            actions, _, _, _ = agent.get_action_and_value(torch.Tensor(obs).to(device))
+        obs, _, _, _, infos = envs.step(actions.cpu().numpy())
+        for episodic_return, _ in finished_episodes(infos):
+            print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
+            episodic_returns.append(episodic_return)
     envs.close()
-    return episodic_returns
-
-
-def hub_repo_id(hf_entity, env_id, exp_name, seed):
-    return f"{hf_entity}/{env_id}-{exp_name}-seed{seed}"
-
-
-def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir):
-    """Writes what the Hub repository holds into `folder`: the model, the TensorBoard logs,
-    this script, a model card and the last evaluation video."""
-    folder = Path(folder)
-    shutil.copytree(run_dir, folder, dirs_exist_ok=True)
-    shutil.copy(__file__, folder / f"{args.exp_name}.py")
-    videos = sorted(Path(video_dir).glob("*.mp4"), key=os.path.getmtime) if Path(video_dir).is_dir() else []
-    if videos:
-        shutil.copy(videos[-1], folder / "replay.mp4")
-    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
-    hyperparameters = "\n".join(f"    {key}: {value!r}," for key, value in vars(args).items())
-    (folder / "README.md").write_text(
-        f"""---
-tags:
-- {args.env_id}
-- deep-reinforcement-learning
-- reinforcement-learning
-- ppo
-library_name: cleanrl
-model-index:
-- name: PPO
-  results:
-  - task:
-      type: reinforcement-learning
-      name: reinforcement-learning
-    dataset:
-      name: {args.env_id}
-      type: {args.env_id}
-    metrics:
-    - type: mean_reward
-      value: {mean:.2f} +/- {std:.2f}
-      name: mean_reward
-      verified: false
----
-
-# PPO agent playing {args.env_id}
-
-Trained with `{args.exp_name}.py` (included in this repository) for {args.total_timesteps} steps.
-Evaluated over {len(episodic_returns)} episodes: {mean:.2f} +/- {std:.2f}.
-
-To train it again: `python {args.exp_name}.py --env-id {args.env_id} --seed {args.seed}`.
-The weights are `{args.exp_name}.cleanrl_model` (a PyTorch state dict of the script's `Agent`).
-
-## Hyperparameters
-```python
-{{
-{hyperparameters}
-}}
-```
-"""
-    )
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def push_to_hub(args, episodic_returns, run_dir, video_dir):
-    """Creates (or reuses) the model repository on the Hugging Face Hub and uploads the run to it."""
-    import tempfile
-
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    hf_entity = args.hf_entity or api.whoami()["name"]
-    repo_id = hub_repo_id(hf_entity, args.env_id, args.exp_name, args.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir)
-        api.create_repo(repo_id=repo_id, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=f"{args.exp_name} on {args.env_id}")
-    print(f"Model pushed to https://huggingface.co/{repo_id}")
-    return repo_id
-
-
-def progress_line(global_step, total_timesteps, sps, recent_returns):
-    """One plain line of progress, readable on a terminal and in a log file alike."""
-    left = (total_timesteps - global_step) / max(sps, 1)
-    ret = f"{np.mean(recent_returns):.1f} (last {len(recent_returns)})" if recent_returns else "n/a"
-    return (
-        f"[{100 * global_step / total_timesteps:3.0f}%] step {global_step}/{total_timesteps} "
-        f"| SPS {sps} | episodic return {ret} | left {int(left // 60)}m{int(left % 60):02d}s"
-    )
+    return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    # torchrun tells each process its place: RANK among all processes, LOCAL_RANK on this machine; plain python is
-    # a world of one
-    rank = int(os.getenv("RANK", "0"))
-    local_rank = int(os.getenv("LOCAL_RANK", "0"))
+    # torchrun tells each process its place: RANK among all, LOCAL_RANK on this machine; plain python is a world of one
+    rank, local_rank = int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0"))
     args.world_size = int(os.getenv("WORLD_SIZE", "1"))
-    problem = check_args(args)
-    if problem:
+    if problem := check_args(args):
         fail(problem)
+    if args.upload_model:
+        try:
+            from cleanrl_utils.huggingface import push_to_hub
+        except ModuleNotFoundError as e:
+            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
     args.num_envs = int(args.local_num_envs * args.world_size)
     args.local_batch_size = int(args.local_num_envs * args.num_steps)
     args.local_minibatch_size = int(args.local_batch_size // args.num_minibatches)
@@ -498,85 +314,73 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
-    # devices: process r takes GPU device_ids[r] (or GPU r), or the CPU
-    problem = check_device(args, torch.cuda.is_available(), torch.cuda.device_count())
-    if problem:
-        fail(problem)
-    if torch.cuda.is_available() and args.cuda:
-        device = torch.device(
-            "cuda", args.device_ids[local_rank] if args.device_ids else local_rank % torch.cuda.device_count()
+    # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
+    try:
+        if gym.spec(args.env_id).entry_point not in ("ale_py.env:AtariEnv", ale_py.AtariEnv):
+            fail(f"{args.env_id} is not an Atari game of ale-py; see ppo.py or ppo_continuous_action.py")
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)  # keeps the emulator's banner off the console
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env_id, i, args.capture_video and rank == 0, run_name) for i in range(args.local_num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    except (gym.error.Error, ModuleNotFoundError) as e:
+        fail(f"cannot make environment '{args.env_id}': {e}")
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has {envs.single_action_space} actions, not Discrete; see ppo_continuous_action.py")
 
-    # env setup
-    problem = check_env_id(args.env_id)
-    if problem:
-        fail(problem)
-    if args.world_size > 1:
-        dist.init_process_group(args.backend)
-    # the emulator's start-up banner would interleave with the progress lines; its warnings still show
-    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
-    # each process steps its own environments; only rank 0 records videos
-    envs = make_vector_env(args.env_id, args.local_num_envs, args.capture_video and rank == 0, run_name)
+    if args.track and rank == 0:  # only rank 0 writes: Weights & Biases, TensorBoard, videos and the saved model
+        import wandb
 
-    # only rank 0 writes: TensorBoard, Weights & Biases, videos and the saved model
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
     if rank == 0:
-        if args.track:
-            import wandb
-
-            wandb.init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                sync_tensorboard=True,
-                config=vars(args),
-                name=run_name,
-                save_code=True,
-            )
         writer = SummaryWriter(f"runs/{run_name}")
-        writer.add_text(
-            "hyperparameters",
-            "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-        )
+        table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
-    # TRY NOT TO MODIFY: seeding
-    # the same seed in every process first, so that all of them build the same initial weights ...
+    # TRY NOT TO MODIFY: seeding (the same seed in every process first, so that all build the same initial weights)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    # unlike ppo.py's tiny networks, a CNN has enough work per op to share: PyTorch's default thread count stays
-    # (all cores, or OMP_NUM_THREADS; torchrun sets it to 1 per process unless it is set)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    if device.type == "cuda":  # process r takes GPU device_ids[r], or GPU r (shared round-robin if there are fewer)
+        device = torch.device(
+            "cuda", args.device_ids[local_rank] if args.device_ids else local_rank % torch.cuda.device_count()
+        )
+        torch.cuda.set_device(device)
+    if args.world_size > 1:
+        dist.init_process_group(args.backend)
 
-    # channels-last weights: the convolutions run in the layout the CPU (and GPU) kernels prefer
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)
-
-    # ... then a seed of its own in every process, for its actions and its minibatches
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    # then a seed of its own in every process, for its actions and its minibatches
     random.seed(args.seed + rank)
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
-    # Adam with epsilon 1e-5; the fused kernel updates all parameters in one call
-    params = list(agent.parameters())
-    optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # Rollout storage, in numpy like the environment: torch gets the whole batch once per iteration;
-    # the frames stay uint8 (8 x 128 x 4x84x84 bytes per process: 29 MB, a quarter of float32)
-    obs = np.zeros((args.num_steps, args.local_num_envs) + envs.single_observation_space.shape, dtype=np.uint8)
+    # ALGO Logic: Storage setup, in numpy like the environments
+    obs = np.zeros(
+        (args.num_steps, args.local_num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
+    )
     actions = np.zeros((args.num_steps, args.local_num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
+    logprobs = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
     values = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = time.time()
-    last_print = 0.0
+    start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    # environment i of process r is environment r * local_num_envs + i of the whole run, and gets seed + that
-    next_obs, _ = envs.reset(seed=args.seed + rank * args.local_num_envs)
+    next_obs, _ = envs.reset(seed=args.seed + rank * args.local_num_envs)  # env i of rank r: seed + r x local + i
     next_done = np.zeros(args.local_num_envs, dtype=np.float32)
 
     for iteration in range(1, args.num_iterations + 1):
@@ -586,96 +390,84 @@ if __name__ == "__main__":
             lrnow = frac * args.learning_rate
             optimizer.param_groups[0]["lr"] = lrnow
 
-        # Rollout: the policy and the value share the trunk, so the value and the log-prob come with the action
-        # from the one forward pass per step (a batched pass after the rollout, as in ppo.py, would run it twice)
-        games = []  # (global_step, return, length) of the games this process finished
-        with torch.inference_mode():
-            for step in range(0, args.num_steps):
-                # the steps of all processes: they step in lockstep
-                global_step += args.num_envs
-                obs[step] = next_obs
-                dones[step] = next_done
+        episodes = []  # (global_step, return, length) of the episodes this process finished
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs  # the steps of all processes, which step in lockstep
+            obs[step] = next_obs
+            dones[step] = next_done
 
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                action = action.cpu()
-                actions[step] = action.numpy()
-                logprobs[step] = logprob.cpu().numpy()
-                values[step] = value.flatten().cpu().numpy()
+                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+            actions[step] = action.cpu().numpy()
 
-                # TRY NOT TO MODIFY: execute the game and log data.
-                # (the actions go as Python ints: the sub-environments check those fastest)
-                next_obs, reward, terminations, truncations, infos = envs.step(action.tolist())
-                rewards[step] = reward
-                next_done = (terminations | truncations).astype(np.float32)
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            rewards[step] = reward
 
-                for episodic_return, episodic_length in finished_games(infos):
-                    games.append((global_step, episodic_return, episodic_length))
+            episodes += [(global_step, *episode) for episode in finished_episodes(infos)]
 
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).flatten()
-
-        # every finished game of every process is logged, by rank 0
-        for game_step, episodic_return, episodic_length in gather_games(games, args.world_size):
-            if rank == 0:
-                writer.add_scalar("charts/episodic_return", episodic_return, game_step)
-                writer.add_scalar("charts/episodic_length", episodic_length, game_step)
+        for episode_step, episodic_return, episodic_length in gather_episodes(episodes, args.world_size):
+            if rank == 0:  # every process's episodes, logged once
+                writer.add_scalar("charts/episodic_return", episodic_return, episode_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, episode_step)
                 recent_returns.append(episodic_return)
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(
-            rewards, values, dones, next_value.cpu().numpy(), next_done, args.gamma, args.gae_lambda
-        )
 
         # flatten the batch
         b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
         b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
         b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        with torch.no_grad():
+            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
+
+        # bootstrap value if not done
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)
 
         # Optimizing the policy and value network
-        clipfracs = []  # one 0-d tensor per minibatch, read once after the update
+        b_inds = np.arange(args.local_batch_size)
+        clipfracs = []
         for epoch in range(args.update_epochs):
-            # shuffle the whole batch once per epoch, so each minibatch below is a slice, not a gather
-            b_inds = torch.randperm(args.local_batch_size, device=device)
-            e_obs, e_actions, e_logprobs, e_advantages, e_returns, e_values = (
-                t[b_inds] for t in (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
-            )
+            np.random.shuffle(b_inds)
             for start in range(0, args.local_batch_size, args.local_minibatch_size):
-                mb = slice(start, start + args.local_minibatch_size)
+                end = start + args.local_minibatch_size
+                mb_inds = b_inds[start:end]
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(e_obs[mb], e_actions[mb])
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
 
-                mb_advantages = e_advantages[mb]
+                mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
                 pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, e_logprobs[mb], mb_advantages, args.clip_coef
+                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
                 )
                 clipfracs.append(clipfrac)
-                v_loss = value_loss(newvalue.view(-1), e_values[mb], e_returns[mb], args.clip_coef, args.clip_vloss)
+                newvalue = newvalue.view(-1)
+                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                # the mean gradient of all processes' minibatches, before clipping: the step of one global minibatch
-                if args.world_size > 1:
-                    average_gradients(params, args.world_size)
-                nn.utils.clip_grad_norm_(params, args.max_grad_norm, foreach=True)
+                if args.world_size > 1:  # the mean gradient of all processes' minibatches: one global minibatch
+                    average_gradients(agent.parameters(), args.world_size)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
-            if args.target_kl is not None:
-                # the processes stop together, on the mean KL of all of them: one stopping alone would leave
-                # the others waiting in all_reduce
-                if args.world_size > 1:
-                    dist.all_reduce(approx_kl, op=dist.ReduceOp.SUM)
-                    approx_kl /= args.world_size
-                if approx_kl > args.target_kl:
-                    break
+            if args.target_kl is not None and args.world_size > 1:  # the processes stop together, on their mean KL
+                dist.all_reduce(approx_kl, op=dist.ReduceOp.SUM)
+                approx_kl /= args.world_size
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
 
-        explained_var = explained_variance(values.reshape(-1), returns.reshape(-1))
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
         if rank != 0:
             continue
@@ -688,12 +480,14 @@ if __name__ == "__main__":
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):
-            last_print = time.time()
-            print(progress_line(global_step, args.total_timesteps, sps, recent_returns), flush=True)
+        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
+            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
+            progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
+            print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
 
     if args.save_model and rank == 0:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
@@ -701,20 +495,13 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}")
 
         episodic_returns = evaluate(
-            model_path,
-            args.env_id,
-            eval_episodes=10,
-            run_name=f"{run_name}-eval",
-            device=device,
-            capture_video=args.capture_video,
-            seed=args.seed,
+            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed
         )
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
-        writer.flush()
 
         if args.upload_model:
-            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval")
+            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
 
     envs.close()
     if rank == 0:

@@ -1,57 +1,32 @@
-"""cleanrl/ppo_atari_lstm.py: a run through the command line, and the LSTM details: initialisation, the state reset
-where an episode starts, and the update replaying the rollout's sequences from its initial state."""
+"""cleanrl/ppo_atari_lstm.py: the LSTM details: initialisation, the state reset where an episode starts, the update
+replaying whole sequences from the rollout's initial state, and the evaluation carrying the state."""
 
 import numpy as np
 import pytest
 import torch
-from helpers import (
-    FAKE_ATARI_GAME,
-    assert_user_error,
-    check_smoke_run,
-    load_script,
-    run_copied_alone,
-    run_script,
-)
-
-# Two environments of 256 steps, one environment per minibatch.
-TINY = ["--total-timesteps", "512", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2"]
+from helpers import FAKE_ATARI_GAME, load_script, vector_env
 
 lstm = load_script("ppo_atari_lstm")
 
 
+def zero_state(num_envs):
+    return (torch.zeros(1, num_envs, 128), torch.zeros(1, num_envs, 128))
+
+
 @pytest.fixture(scope="module")
 def agent():
-    envs = lstm.make_vector_env("BreakoutNoFrameskip-v4", 1, False, "unused")
+    envs = vector_env(lstm, "BreakoutNoFrameskip-v4", 1)
     torch.manual_seed(1)
-    agent = lstm.Agent(envs)
+    agent = lstm.Agent(envs).to(memory_format=torch.channels_last)  # as the script builds it
     envs.close()
     return agent
 
 
-def test_copied_alone_logs_every_metric_then_saves_and_evaluates(tmp_path):
-    run_dir = run_copied_alone("ppo_atari_lstm.py", *TINY, "--save-model", tmp_path=tmp_path)
-    scalars = check_smoke_run(run_dir, "BreakoutNoFrameskip-v4__ppo_atari_lstm__1__", [256, 512])
-    state = torch.load(run_dir / "ppo_atari_lstm.cleanrl_model")
-    assert {"network.0.weight", "lstm.weight_ih_l0", "lstm.bias_hh_l0", "actor.weight", "critic.bias"} <= set(state)
-    assert state["network.0.weight"].shape == (32, 1, 8, 8)  # one frame in: no frame stacking
-    evals = scalars["eval/episodic_return"]
-    assert [step for step, _ in evals] == list(range(10))
-
-
-@pytest.mark.parametrize(
-    ("args", "fragments"),
-    [
-        (["--num-envs", "6"], ["whole sequences of environments", "--num-envs 6 must divide into --num-minibatches 4"]),
-        (["--env-id", "CartPole-v1"], ["needs an Atari game"]),
-    ],
-)
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo_atari_lstm.py", *args, cwd=tmp_path, check=False, timeout=120)
-    assert_user_error(proc, "ppo_atari_lstm.py: error:", *fragments)
-    assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
-
-
-# ---- the LSTM details ---------------------------------------------------------------------------
+def test_one_frame_in_no_frame_stacking():
+    envs = vector_env(lstm, "BreakoutNoFrameskip-v4", 1)
+    obs, _ = envs.reset(seed=1)
+    envs.close()
+    assert obs.shape == (1, 1, 84, 84) and obs.dtype == np.uint8
 
 
 def test_lstm_weights_are_orthogonal_and_biases_zero(agent):
@@ -62,11 +37,14 @@ def test_lstm_weights_are_orthogonal_and_biases_zero(agent):
     assert torch.allclose(w_ih @ w_ih.T, torch.eye(512), atol=1e-4)
     assert torch.allclose(w_hh.T @ w_hh, torch.eye(128), atol=1e-4)
     assert agent.network[0].in_channels == 1
+    assert agent.actor.in_features == agent.critic.in_features == 128
 
 
-def test_initial_state_is_zero(agent):
-    h, c = lstm.initial_lstm_state(agent, 3, "cpu")
-    assert h.shape == c.shape == (1, 3, 128) and not h.any() and not c.any()
+def test_a_minibatch_holds_whole_environments():
+    """2 x 128 steps divide into 4 minibatches of steps, but 2 environments do not divide into 4 minibatches."""
+    args = lstm.Args(num_envs=2, num_steps=128, num_minibatches=4, total_timesteps=1024)
+    assert "--num-envs must divide into --num-minibatches" in lstm.check_args(args)
+    assert lstm.check_args(lstm.Args(num_envs=4, num_steps=128, num_minibatches=4, total_timesteps=1024)) is None
 
 
 def random_sequence(num_steps, num_envs, seed=0):
@@ -91,7 +69,7 @@ def test_state_is_reset_where_an_episode_starts(agent):
     assert not torch.allclose(out_a[:3, 1], out_b[:3, 1], atol=1e-4)
     # ... exactly as if it started from the zero state there
     steps = x.view(num_steps, num_envs, 1, 84, 84)[3:, 1]
-    fresh, _ = agent.get_states(steps, lstm.initial_lstm_state(agent, 1, "cpu"), torch.zeros(3))
+    fresh, _ = agent.get_states(steps, zero_state(1), torch.zeros(3))
     torch.testing.assert_close(out_a[3:, 1], fresh)
     # the environments without a reset carry their state to the end
     assert not torch.allclose(out_a[-1, 0], out_b[-1, 0], atol=1e-4)
@@ -113,76 +91,112 @@ def test_a_sequence_in_one_call_equals_step_by_step(agent):
     torch.testing.assert_close((h_whole, c_whole), state, atol=1e-6, rtol=1e-5)
 
 
-def test_sequence_indices_are_whole_environments_time_major():
-    mb = lstm.sequence_indices(torch.tensor([2, 0]), num_steps=3, num_envs=4)
-    assert mb.tolist() == [2, 0, 6, 4, 10, 8]
+@torch.no_grad()
+def test_heads_read_the_lstm_outputs_with_the_policy_softmax(agent):
+    """get_action_and_value: the heads take the LSTM's outputs; the log-probability and entropy are those of the
+    softmax of the logits, the sampled actions follow it, and the new state is the LSTM's last state."""
+    num_steps, num_envs = 3, 2
+    x, state = random_sequence(num_steps, num_envs)
+    done = torch.zeros(num_steps * num_envs)
+    bias = agent.actor.bias.clone()
+    agent.actor.bias += torch.tensor([0.0, 1.0, -1.0, 2.0])  # a policy away from uniform, for the sampling check
+    try:
+        hidden, last_state = agent.get_states(x, state, done)
+        policy = torch.distributions.Categorical(logits=agent.actor(hidden))
+        action, logprob, entropy, value, new_state = agent.get_action_and_value(x, state, done)
+        # 2000 environments in the state of environment 0 at step 0 draw their actions from its softmax
+        many = 2000
+        state0 = tuple(s[:, :1].expand(1, many, 128).contiguous() for s in state)
+        torch.manual_seed(0)
+        actions = agent.get_action_and_value(x[:1].expand(many, 1, 84, 84), state0, torch.zeros(many))[0]
+    finally:
+        agent.actor.bias.copy_(bias)
+    torch.testing.assert_close(logprob, policy.log_prob(action))
+    torch.testing.assert_close(entropy, policy.entropy())
+    torch.testing.assert_close(value, agent.critic(hidden))
+    torch.testing.assert_close(new_state, last_state)
+    torch.testing.assert_close(torch.bincount(actions, minlength=4) / many, policy.probs[0], atol=0.04, rtol=0)
 
 
 def test_update_replays_the_rollout_values_and_logprobs(agent):
-    """Before any update, the first minibatch replayed as the update does (its environments' whole sequences,
-    from the rollout's stored initial state, reset where episodes started) gives back the values and
-    log-probabilities the rollout computed one step at a time."""
+    """Before any update, a minibatch replayed as the update does (its environments' whole sequences, from the
+    rollout's initial state, reset where episodes started) gives back the values and log-probabilities the rollout
+    computed one step at a time."""
     num_envs, num_steps, warmup = 4, 96, 24
-    envs = lstm.make_vector_env("BreakoutNoFrameskip-v4", num_envs, False, "unused")
+    envs = vector_env(lstm, "BreakoutNoFrameskip-v4", num_envs)
     next_obs, _ = envs.reset(seed=1)
     next_done = np.zeros(num_envs, dtype=np.float32)
-    next_lstm_state = lstm.initial_lstm_state(agent, num_envs, "cpu")
+    next_lstm_state = zero_state(num_envs)
     torch.manual_seed(1)
-    with torch.inference_mode():  # a few steps first, so that the rollout starts from a state that is not zero
+
+    def act(next_obs, next_lstm_state, next_done):  # the script's call: numpy in, tensors out
+        return agent.get_action_and_value(torch.from_numpy(next_obs), next_lstm_state, torch.from_numpy(next_done))
+
+    with torch.no_grad():  # a few steps first, so that the rollout starts from a state that is not zero
         for _ in range(warmup):
-            action, _, _, _, next_lstm_state = agent.get_action_and_value(
-                torch.from_numpy(next_obs), next_lstm_state, torch.from_numpy(next_done)
-            )
-            next_obs, _, terminations, truncations, _ = envs.step(action.tolist())
-            next_done = (terminations | truncations).astype(np.float32)
-    # the rollout, as the script runs it
-    rollout_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
+            action, _, _, _, next_lstm_state = act(next_obs, next_lstm_state, next_done)
+            next_obs, _, terminations, truncations, _ = envs.step(action.numpy())
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+    # the rollout, as the script runs it, into numpy storage
+    initial_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
     obs = np.zeros((num_steps, num_envs, 1, 84, 84), dtype=np.uint8)
     actions = np.zeros((num_steps, num_envs), dtype=np.int64)
     logprobs, values, dones = (np.zeros((num_steps, num_envs), dtype=np.float32) for _ in range(3))
-    with torch.inference_mode():
+    with torch.no_grad():
         for step in range(num_steps):
-            obs[step] = next_obs
-            dones[step] = next_done
-            action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
-                torch.from_numpy(next_obs), next_lstm_state, torch.from_numpy(next_done)
-            )
-            actions[step], logprobs[step], values[step] = action.numpy(), logprob.numpy(), value.flatten().numpy()
-            next_obs, _, terminations, truncations, _ = envs.step(action.tolist())
-            next_done = (terminations | truncations).astype(np.float32)
+            obs[step], dones[step] = next_obs, next_done
+            action, logprob, _, value, next_lstm_state = act(next_obs, next_lstm_state, next_done)
+            logprobs[step], values[step] = logprob.numpy(), value.flatten().numpy()
+            actions[step] = action.numpy()
+            next_obs, _, terminations, truncations, _ = envs.step(actions[step])
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
     envs.close()
     b_obs, b_actions, b_logprobs, b_values, b_dones = (
         torch.from_numpy(a.reshape((-1,) + a.shape[2:])) for a in (obs, actions, logprobs, values, dones)
     )
-    assert torch.count_nonzero(b_dones).item() and torch.count_nonzero(rollout_lstm_state[0]).item()
+    assert torch.count_nonzero(b_dones).item() and torch.count_nonzero(initial_lstm_state[0]).item()
 
-    # the first minibatch of the update: two whole environments of a shuffle
-    mbenvinds = torch.randperm(num_envs, generator=torch.Generator().manual_seed(0))[:2]
-    mb = lstm.sequence_indices(mbenvinds, num_steps, num_envs)
-    assert torch.count_nonzero(b_dones[mb]).item(), "the replay should cross an episode start"
-    mb_state = (rollout_lstm_state[0][:, mbenvinds], rollout_lstm_state[1][:, mbenvinds])
-    _, newlogprob, _, newvalue, _ = agent.get_action_and_value(b_obs[mb], mb_state, b_dones[mb], b_actions[mb])
-    torch.testing.assert_close(newlogprob.detach(), b_logprobs[mb], atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(newvalue.detach().flatten(), b_values[mb], atol=1e-5, rtol=1e-4)
-    # the stored initial state is needed: from a zero state the replay comes out different
+    # a minibatch of the update: two whole environments, with the script's indexing
+    flatinds = np.arange(num_steps * num_envs).reshape(num_steps, num_envs)
+    mbenvinds = np.array([3, 1])
+    mb_inds = flatinds[:, mbenvinds].ravel()
+    assert mb_inds[:4].tolist() == [3, 1, 7, 5]  # time-major: step 0 of both environments, then step 1
+    assert torch.count_nonzero(b_dones[mb_inds]).item(), "the replay should cross an episode start"
+    mb_state = (initial_lstm_state[0][:, mbenvinds], initial_lstm_state[1][:, mbenvinds])
     with torch.no_grad():
-        zero_state = lstm.initial_lstm_state(agent, 2, "cpu")
-        _, _, _, zero_value, _ = agent.get_action_and_value(b_obs[mb], zero_state, b_dones[mb], b_actions[mb])
-    assert not torch.allclose(zero_value.flatten(), b_values[mb], atol=1e-5)
+        _, newlogprob, _, newvalue, _ = agent.get_action_and_value(
+            b_obs[mb_inds], mb_state, b_dones[mb_inds], b_actions.long()[mb_inds]
+        )
+        # the stored initial state is needed: from a zero state the replay comes out different
+        _, _, _, zero_value, _ = agent.get_action_and_value(
+            b_obs[mb_inds], zero_state(2), b_dones[mb_inds], b_actions.long()[mb_inds]
+        )
+    torch.testing.assert_close(newlogprob, b_logprobs[mb_inds], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(newvalue.flatten(), b_values[mb_inds], atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(zero_value.flatten(), b_values[mb_inds], atol=1e-5)
 
 
-def test_logged_return_is_the_unclipped_score_of_a_whole_game():
-    """The same statistics as ppo_atari.py: one point per game, its real return over all lives (see helpers)."""
-    envs = lstm.make_vector_env(FAKE_ATARI_GAME, 1, False, "unused")
-    envs.reset(seed=1)
-    games = []
-    for _ in range(100):
-        games.extend(lstm.finished_games(envs.step([0])[4]))
+def test_evaluate_carries_the_lstm_state(tmp_path, monkeypatch):
+    """evaluate starts from the zero state, hands each step's new state to the next step, and passes done = 1 to the
+    step after an episode ended (a lost life of the stand-in game, 40 frames = 10 agent steps)."""
+    envs = vector_env(lstm, FAKE_ATARI_GAME, 1)
+    torch.manual_seed(1)
+    torch.save(lstm.Agent(envs).state_dict(), tmp_path / "model.cleanrl_model")
     envs.close()
-    assert len(games) >= 2 and games == [(360.0, 120)] * len(games)
+    calls = []
+    original = lstm.Agent.get_action_and_value
 
+    def recording(self, x, lstm_state, done, action=None):
+        result = original(self, x, lstm_state, done, action)
+        calls.append((lstm_state, done.clone(), result[4]))
+        return result
 
-def test_importing_the_script_has_no_side_effects(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    load_script("ppo_atari_lstm")
-    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(lstm.Agent, "get_action_and_value", recording)
+    returns = lstm.evaluate(tmp_path / "model.cleanrl_model", FAKE_ATARI_GAME, 1, "unused", "cpu", capture_video=False)
+    assert returns == [360.0]
+    assert not any(t.any() for t in calls[0][0])
+    for (_, _, new_state), (state, _, _) in zip(calls, calls[1:]):
+        assert all(a is b for a, b in zip(new_state, state))
+    assert any(t.any() for t in calls[1][0])
+    dones = [done.item() for _, done, _ in calls]
+    assert dones[0] == 0 and 2 <= sum(dones) <= 3  # the lost lives of the one game played

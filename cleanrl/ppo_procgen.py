@@ -1,15 +1,11 @@
 # PPO for Procgen games, with the IMPALA network and reward normalisation; docs: docs/ppo.md#ppo_procgenpy
 import contextlib
-import io
 import os
 import random
-import shutil
 import sys
 import time
-import warnings
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -20,15 +16,12 @@ import tyro
 from torch.utils.tensorboard import SummaryWriter
 
 try:
-    # importing procgen registers ids with the old Gym, and importing that Gym prints a deprecation notice
-    # for a package this script never uses: kept off stderr
-    with contextlib.redirect_stderr(io.StringIO()):
-        from procgen import ProcgenGym3Env
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
+        from procgen import ProcgenEnv
         from procgen.env import ENV_NAMES
 except ModuleNotFoundError as e:
     print(
-        f"{os.path.basename(__file__)}: error: {e.name} is not installed; install the Procgen extra as "
-        "docs/installation.md says (`bash scripts/setup.sh procgen`)",
+        f"error: {e.name} is missing; bash scripts/setup.sh procgen (see requirements/nodeps-procgen.txt)",
         file=sys.stderr,
     )
     sys.exit(2)
@@ -61,7 +54,7 @@ class Args:
 
     # Algorithm specific arguments
     env_id: str = "starpilot"
-    """the id of the environment (a Procgen game: starpilot, bossfight, bigfish, ...)"""
+    """the id of the environment"""
     total_timesteps: int = 25000000
     """total timesteps of the experiments"""
     learning_rate: float = 5e-4
@@ -73,7 +66,7 @@ class Args:
     anneal_lr: bool = False
     """Toggle learning rate annealing for policy and value networks"""
     gamma: float = 0.999
-    """the discount factor gamma (also the discount of the returns the reward normalisation tracks)"""
+    """the discount factor gamma"""
     gae_lambda: float = 0.95
     """the lambda for the general advantage estimation"""
     num_minibatches: int = 8
@@ -104,160 +97,74 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message: str):
-    """Ends the program with one line on stderr and exit status 2: the way every user error is reported."""
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
     print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def check_args(args: Args) -> str | None:
-    """Returns what is wrong with the sizes and coefficients, or None when they are usable."""
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if getattr(args, name) <= 0:
-            return f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}"
-    if args.learning_rate <= 0:
-        return f"--learning-rate must be positive, got {args.learning_rate}"
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}"
-    if args.clip_coef <= 0:
-        return f"--clip-coef must be positive, got {args.clip_coef}"
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        return (
-            f"the batch of --num-envs x --num-steps = {batch_size} does not divide into "
-            f"--num-minibatches {args.num_minibatches}; choose a divisor of {batch_size}"
-        )
-    if args.total_timesteps < batch_size:
-        return f"--total-timesteps {args.total_timesteps} is less than one batch ({batch_size}); raise it"
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
+        return f"{', '.join(bad)} must be positive"
+    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
+    if (args.num_envs * args.num_steps) % args.num_minibatches or args.num_envs * args.num_steps > args.total_timesteps:
+        return "--num-envs x --num-steps must divide into --num-minibatches and be at most --total-timesteps"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
-    return None
-
-
-def check_env_id(env_id: str) -> str | None:
-    """Returns why this script cannot train on `env_id`, or None when it is a Procgen game.
-    Checked before any environment is made: Procgen aborts the whole process on a name it does not know."""
-    if env_id not in ENV_NAMES:
-        return f"unknown Procgen game '{env_id}'; choose one of {', '.join(ENV_NAMES)}"
-    return None
 
 
 class ProcgenVectorEnv(gym.vector.VectorEnv):
-    """Procgen's games as a Gymnasium 1.x vector environment.
-
-    Procgen steps its games in its own threads behind the older gym3 protocol: act(actions), then observe() gives
-    the rewards, a dict of observations and `first`, which marks an observation as the first of a new episode.
-    A game restarts by itself in the step that ends its episode (same-step autoreset), and no episode is ever
-    truncated. The games take one random seed, for all of them, when they are built; reset(seed=...) therefore
-    builds them anew, seeded with `seed` (None: Procgen draws one from the operating system).
-    """
+    """procgen's ProcgenEnv (easy levels, unlimited in number) with Gymnasium's vector API: observation "rgb", no
+    truncation, same-step autoreset. Its games take one seed when built, so reset(seed=...) builds them anew."""
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "render_fps": 15}
+    render_mode = "rgb_array"  # the frames the agent sees
 
-    def __init__(self, num_envs, env_name, distribution_mode="easy", num_levels=0, start_level=0, render_mode=None):
-        self.game_kwargs = dict(
-            num=num_envs,
-            env_name=env_name,
-            distribution_mode=distribution_mode,
-            num_levels=num_levels,
-            start_level=start_level,
-        )
-        # built once here for the spaces, and again by every reset
-        self.games = ProcgenGym3Env(**self.game_kwargs)
-        self.num_envs = num_envs
-        self.single_observation_space = gym.spaces.Box(0, 255, self.games.ob_space["rgb"].shape, np.uint8)
-        self.single_action_space = gym.spaces.Discrete(self.games.ac_space.eltype.n)
+    def __init__(self, env_id, num_envs):
+        self.env_id, self.num_envs, self.venv = env_id, num_envs, None
+        self.single_observation_space = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+        self.single_action_space = gym.spaces.Discrete(15)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-        # "rgb_array": render() gives every game's last observation, the 64x64 frame the agent sees
-        self.render_mode = render_mode
-        self.last_obs = None
 
     def reset(self, *, seed=None, options=None):
-        self.games.close()
-        self.games = ProcgenGym3Env(rand_seed=seed, **self.game_kwargs)
-        _, obs, _ = self.games.observe()
-        self.last_obs = obs["rgb"]
-        return self.last_obs, {}
+        self.close_extras()
+        self.venv = ProcgenEnv(self.num_envs, self.env_id, distribution_mode="easy", rand_seed=seed)
+        self.obs = self.venv.reset()["rgb"]
+        return self.obs, {}
 
     def step(self, actions):
-        self.games.act(np.asarray(actions, dtype=np.int32))
-        rewards, obs, first = self.games.observe()
-        self.last_obs = obs["rgb"]
-        return self.last_obs, rewards, first, np.zeros_like(first), {}
+        obs, rewards, dones, _ = self.venv.step(np.asarray(actions, dtype=np.int32))
+        self.obs = obs["rgb"]
+        return self.obs, rewards, dones, np.zeros_like(dones), {}
 
     def render(self):
-        return tuple(self.last_obs) if self.render_mode == "rgb_array" else None
+        return tuple(self.obs)
 
     def close_extras(self, **kwargs):
-        self.games.close()
+        if self.venv is not None:
+            self.venv.env.close()
 
 
-def make_vector_env(env_id, num_envs, capture_video, run_name):
-    """The Procgen games (easy levels, unlimited level set, as in the reference) as a Gymnasium vector environment,
-    with the episodes of game 0 recorded to videos/{run_name} when capture_video is set."""
-    envs = ProcgenVectorEnv(num_envs, env_id, render_mode="rgb_array" if capture_video else None)
+def make_env(env_id, num_envs, capture_video, run_name, gamma=0.999):
+    envs = ProcgenVectorEnv(env_id, num_envs)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     if capture_video:
-        with warnings.catch_warnings():
-            # the wrapper warns that same-step autoreset hides an episode's last frame: Procgen never shows it anyway
-            warnings.filterwarnings("ignore", message=".*autoreset mode is same-step")
-            envs = gym.wrappers.vector.RecordVideo(envs, f"videos/{run_name}", record_first_only=True)
+        envs = gym.wrappers.vector.RecordVideo(envs, f"videos/{run_name}", record_first_only=True)
+    envs = gym.wrappers.vector.NormalizeReward(envs, gamma=gamma)
+    envs = gym.wrappers.vector.ClipReward(envs, -10, 10)
     return envs
 
 
-class EpisodeStatistics:
-    """Return and length of the running episode of every sub-environment, kept in numpy for all at once."""
-
-    def __init__(self, num_envs):
-        self.returns = np.zeros(num_envs, dtype=np.float64)
-        self.lengths = np.zeros(num_envs, dtype=np.int64)
-
-    def step(self, rewards, dones):
-        """Counts one step; returns [(return, length)] of the episodes that `dones` ended (same-step autoreset)."""
-        self.returns += rewards
-        self.lengths += 1
-        if not dones.any():
-            return []
-        ended = np.flatnonzero(dones)
-        finished = list(zip(self.returns[ended].tolist(), self.lengths[ended].tolist()))
-        self.returns[ended] = 0.0
-        self.lengths[ended] = 0
-        return finished
-
-
-class RunningMeanStd:
-    """Mean and variance of everything seen so far, updated one batch at a time (Chan et al.'s parallel algorithm)."""
-
-    def __init__(self, shape=(), epsilon=1e-4):
-        self.mean = np.zeros(shape, dtype=np.float64)
-        self.var = np.ones(shape, dtype=np.float64)
-        self.count = epsilon
-
-    def update(self, x):
-        batch_mean, batch_var, batch_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        self.mean = self.mean + delta * batch_count / total
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
-        self.var = m2 / total
-        self.count = total
-
-
-class RewardScaler:
-    """Reward normalisation: rewards divided by the running standard deviation of the discounted return
-    (with the algorithm's gamma), then clipped to [-clip, clip]. The return restarts when an episode ends."""
-
-    def __init__(self, num_envs, gamma, clip=10.0, epsilon=1e-8):
-        self.returns = np.zeros(num_envs, dtype=np.float64)
-        self.return_rms = RunningMeanStd()
-        self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
-
-    def __call__(self, rewards, dones):
-        self.returns = self.returns * self.gamma + rewards
-        self.return_rms.update(self.returns)
-        self.returns[dones] = 0.0
-        return np.clip(rewards / np.sqrt(self.return_rms.var + self.epsilon), -self.clip, self.clip)
+def finished_episodes(infos):
+    """[(return, length)] of the episodes that ended in this step (the vector wrapper's statistics: under "episode")."""
+    if "episode" not in infos:
+        return []
+    ended = np.flatnonzero(infos["_episode"])
+    return list(zip(infos["episode"]["r"][ended].tolist(), infos["episode"]["l"][ended].tolist()))
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -266,112 +173,94 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def sample_categorical(logits):
-    """Gumbel-max: the argmax of the logits plus standard Gumbel noise (-log of Exp(1) noise)
-    is a sample of the softmax distribution, in three cheap ops."""
+def sample(logits):
+    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
     return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
+# the IMPALA CNN, as in https://github.com/AIcrowd/neurips2020-procgen-starter-kit (models/impala_cnn_torch.py)
 class ResidualBlock(nn.Module):
-    """x + conv(relu(conv(relu(x)))), 3x3 convolutions that keep the shape."""
-
     def __init__(self, channels):
         super().__init__()
         self.conv0 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
         self.conv1 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
 
     def forward(self, x):
-        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+        return x + self.conv1(nn.functional.relu(self.conv0(nn.functional.relu(x))))
 
 
 class ConvSequence(nn.Module):
-    """One stage of the IMPALA network: a 3x3 convolution, a 3x3 max-pool of stride 2 (halving height and width)
-    and two residual blocks."""
-
     def __init__(self, in_channels, out_channels):
         super().__init__()
         self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1)
-        self.pool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         self.res_block0 = ResidualBlock(out_channels)
         self.res_block1 = ResidualBlock(out_channels)
 
     def forward(self, x):
-        return self.res_block1(self.res_block0(self.pool(self.conv(x))))
+        x = nn.functional.max_pool2d(self.conv(x), kernel_size=3, stride=2, padding=1)  # halves height and width
+        return self.res_block1(self.res_block0(x))
 
 
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
-        # the IMPALA trunk, shared by the policy and the value: 64x64x3 pixels in, 256 features out
-        height, width, channels = envs.single_observation_space.shape
-        stages = []
-        for out_channels in (16, 32, 32):
-            stages.append(ConvSequence(channels, out_channels))
-            channels, height, width = out_channels, (height + 1) // 2, (width + 1) // 2
+        h, w, c = envs.single_observation_space.shape
+        conv_seqs = []
+        for out_channels in [16, 32, 32]:
+            conv_seqs.append(ConvSequence(c, out_channels))
+            c, h, w = out_channels, (h + 1) // 2, (w + 1) // 2
         self.network = nn.Sequential(
-            *stages,
+            *conv_seqs,
             nn.Flatten(),
             nn.ReLU(),
-            nn.Linear(channels * height * width, 256),
+            nn.Linear(c * h * w, 256),
             nn.ReLU(),
         )
         self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(256, 1), std=1)
 
-    def hidden(self, x):
-        # x holds uint8 pixels, height x width x channels as Procgen gives them: channels first for the
-        # convolutions (a view, already in the channels-last layout the weights use) and scaled to [0, 1]
-        return self.network(x.permute(0, 3, 1, 2) / 255.0)
-
     def get_value(self, x):
-        return self.critic(self.hidden(x))
-
-    def get_action(self, x):
-        """Sampling only: all the evaluation needs per step."""
-        return sample_categorical(self.actor(self.hidden(x)))
+        return self.critic(self.network(x.permute((0, 3, 1, 2)) / 255.0))  # "bhwc" -> "bchw"
 
     def get_action_and_value(self, x, action=None):
-        hidden = self.hidden(x)
-        logits = self.actor(hidden)
+        x = self.network(x.permute((0, 3, 1, 2)) / 255.0)  # the features of the shared trunk, for both heads
+        logits = self.actor(x)
         if action is None:
-            action = sample_categorical(logits)
-        # log-probabilities of all actions: the chosen one's and the entropy both come from them
-        logprobs = logits.log_softmax(dim=-1)
-        logprob = logprobs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-        return action, logprob, entropy, self.critic(hidden)
+            action = sample(logits)
+        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
+        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape (num_steps, num_envs).
-
-    dones[t] is 1 where obs[t] is the first observation of a new episode (the step before it ended one);
-    next_value and next_done belong to the observation after the last step. Returns (advantages, returns).
-    """
-    # the value and the not-done flag of the observation after each step, for all steps at once
-    nextvalues = np.concatenate([values[1:], next_value[None]])
-    nextnonterminal = 1.0 - np.concatenate([dones[1:], next_done[None]])
-    deltas = rewards + gamma * nextvalues * nextnonterminal - values
-    discounts = gamma * gae_lambda * nextnonterminal
-    # only the backward recursion itself is a loop over time
+    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
+    obs[t] starts a new episode; next_value and next_done belong to the observation after the last step."""
     advantages = np.zeros_like(rewards)
-    lastgaelam = 0.0
-    for t in reversed(range(rewards.shape[0])):
-        advantages[t] = lastgaelam = deltas[t] + discounts[t] * lastgaelam
+    lastgaelam = 0
+    num_steps = rewards.shape[0]
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
     return advantages, advantages + values
 
 
 def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise) with its debug statistics:
-    (loss, old_approx_kl (k1), approx_kl (k3), fraction of ratios clipped)."""
+    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     with torch.no_grad():
+        # calculate approx_kl http://joschu.net/blog/kl-approx.html
         old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
 
 
@@ -385,132 +274,42 @@ def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
     return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
-def explained_variance(y_pred, y_true):
-    """1 - Var[y_true - y_pred] / Var[y_true]; NaN when the targets do not vary."""
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
 def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
-    """Loads a saved model and plays `eval_episodes` episodes with it; returns their returns."""
-    envs = make_vector_env(env_id, 1, capture_video, run_name)
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)
+    """Plays `eval_episodes` episodes with a saved model; returns their returns."""
+    envs = make_env(env_id, 1, capture_video, run_name)
+    agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
-    agent.eval()
-    stats = EpisodeStatistics(1)
     obs, _ = envs.reset(seed=seed)
     episodic_returns = []
-    with torch.inference_mode():
-        while len(episodic_returns) < eval_episodes:
-            actions = agent.get_action(torch.as_tensor(obs, device=device))
-            obs, reward, terminations, truncations, _ = envs.step(actions.cpu().numpy())
-            for episodic_return, _ in stats.step(reward, terminations | truncations):
-                print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
-                episodic_returns.append(episodic_return)
+    while len(episodic_returns) < eval_episodes:
+        with torch.no_grad():
+            actions, _, _, _ = agent.get_action_and_value(torch.Tensor(obs).to(device))
+        obs, _, _, _, infos = envs.step(actions.cpu().numpy())
+        for episodic_return, _ in finished_episodes(infos):
+            print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
+            episodic_returns.append(episodic_return)
     envs.close()
-    return episodic_returns
-
-
-def hub_repo_id(hf_entity, env_id, exp_name, seed):
-    return f"{hf_entity}/{env_id}-{exp_name}-seed{seed}"
-
-
-def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir):
-    """Writes what the Hub repository holds into `folder`: the model, the TensorBoard logs,
-    this script, a model card and the last evaluation video."""
-    folder = Path(folder)
-    shutil.copytree(run_dir, folder, dirs_exist_ok=True)
-    shutil.copy(__file__, folder / f"{args.exp_name}.py")
-    videos = sorted(Path(video_dir).glob("*.mp4"), key=os.path.getmtime) if Path(video_dir).is_dir() else []
-    if videos:
-        shutil.copy(videos[-1], folder / "replay.mp4")
-    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
-    hyperparameters = "\n".join(f"    {key}: {value!r}," for key, value in vars(args).items())
-    (folder / "README.md").write_text(
-        f"""---
-tags:
-- {args.env_id}
-- deep-reinforcement-learning
-- reinforcement-learning
-- ppo
-library_name: cleanrl
-model-index:
-- name: PPO
-  results:
-  - task:
-      type: reinforcement-learning
-      name: reinforcement-learning
-    dataset:
-      name: {args.env_id}
-      type: {args.env_id}
-    metrics:
-    - type: mean_reward
-      value: {mean:.2f} +/- {std:.2f}
-      name: mean_reward
-      verified: false
----
-
-# PPO agent playing {args.env_id}
-
-Trained with `{args.exp_name}.py` (included in this repository) for {args.total_timesteps} steps.
-Evaluated over {len(episodic_returns)} episodes: {mean:.2f} +/- {std:.2f}.
-
-To train it again: `python {args.exp_name}.py --env-id {args.env_id} --seed {args.seed}`.
-The weights are `{args.exp_name}.cleanrl_model` (a PyTorch state dict of the script's `Agent`).
-
-## Hyperparameters
-```python
-{{
-{hyperparameters}
-}}
-```
-"""
-    )
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def push_to_hub(args, episodic_returns, run_dir, video_dir):
-    """Creates (or reuses) the model repository on the Hugging Face Hub and uploads the run to it."""
-    import tempfile
-
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    hf_entity = args.hf_entity or api.whoami()["name"]
-    repo_id = hub_repo_id(hf_entity, args.env_id, args.exp_name, args.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir)
-        api.create_repo(repo_id=repo_id, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=f"{args.exp_name} on {args.env_id}")
-    print(f"Model pushed to https://huggingface.co/{repo_id}")
-    return repo_id
-
-
-def progress_line(global_step, total_timesteps, sps, recent_returns):
-    """One plain line of progress, readable on a terminal and in a log file alike."""
-    left = (total_timesteps - global_step) / max(sps, 1)
-    ret = f"{np.mean(recent_returns):.1f} (last {len(recent_returns)})" if recent_returns else "n/a"
-    return (
-        f"[{100 * global_step / total_timesteps:3.0f}%] step {global_step}/{total_timesteps} "
-        f"| SPS {sps} | episodic return {ret} | left {int(left // 60)}m{int(left % 60):02d}s"
-    )
+    return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    problem = check_args(args)
-    if problem:
+    if problem := check_args(args):
         fail(problem)
+    if args.upload_model:
+        try:
+            from cleanrl_utils.huggingface import push_to_hub
+        except ModuleNotFoundError as e:
+            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
-    # env setup
-    problem = check_env_id(args.env_id)
-    if problem:
-        fail(problem)
-    envs = make_vector_env(args.env_id, args.num_envs, args.capture_video, run_name)
+    # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
+    if args.env_id not in ENV_NAMES:  # checked first: procgen ends the whole process on a game it does not know
+        fail(f"{args.env_id} is not a Procgen game; choose one of {', '.join(ENV_NAMES)}")
+    envs = make_env(args.env_id, args.num_envs, args.capture_video, run_name, args.gamma)
 
     if args.track:
         import wandb
@@ -524,10 +323,8 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-    )
+    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -536,31 +333,24 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    # unlike ppo.py's tiny networks, a CNN has enough work per op to share: PyTorch's default thread count stays
-    # (all cores, or OMP_NUM_THREADS)
 
-    # channels-last weights: the convolutions run in the layout the CPU (and GPU) kernels prefer
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)
-    # Adam with epsilon 1e-5; the fused kernel updates all parameters in one call
-    params = list(agent.parameters())
-    optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # Rollout storage, in numpy like the environment: torch gets the whole batch once per iteration;
-    # the frames stay uint8 (64 x 256 x 64x64x3 bytes: 201 MB, a quarter of float32)
-    obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.uint8)
+    # ALGO Logic: Storage setup, in numpy like the environments
+    obs = np.zeros(
+        (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
+    )
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = time.time()
-    last_print = 0.0
+    start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    episode_stats = EpisodeStatistics(args.num_envs)
-    reward_scaler = RewardScaler(args.num_envs, args.gamma)
     next_obs, _ = envs.reset(seed=args.seed)
     next_done = np.zeros(args.num_envs, dtype=np.float32)
 
@@ -571,80 +361,75 @@ if __name__ == "__main__":
             lrnow = frac * args.learning_rate
             optimizer.param_groups[0]["lr"] = lrnow
 
-        # Rollout: the policy and the value share the trunk, so the value and the log-prob come with the action
-        # from the one forward pass per step (a batched pass after the rollout, as in ppo.py, would run it twice)
-        with torch.inference_mode():
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                obs[step] = next_obs
-                dones[step] = next_done
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
 
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                actions[step] = action.cpu().numpy()
-                logprobs[step] = logprob.cpu().numpy()
-                values[step] = value.flatten().cpu().numpy()
+                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+            actions[step] = action.cpu().numpy()
 
-                # TRY NOT TO MODIFY: execute the game and log data.
-                next_obs, reward, terminations, truncations, _ = envs.step(actions[step])
-                ended = terminations | truncations
-                # the agent learns from normalised rewards; the statistics count the game's own
-                rewards[step] = reward_scaler(reward, ended)
-                next_done = ended.astype(np.float32)
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            rewards[step] = reward
 
-                for episodic_return, episodic_length in episode_stats.step(reward, ended):
-                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-                    recent_returns.append(episodic_return)
-
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).flatten()
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(
-            rewards, values, dones, next_value.cpu().numpy(), next_done, args.gamma, args.gae_lambda
-        )
+            for episodic_return, episodic_length in finished_episodes(infos):
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                recent_returns.append(episodic_return)
 
         # flatten the batch
         b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
         b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
         b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        with torch.no_grad():
+            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
+
+        # bootstrap value if not done
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)
 
         # Optimizing the policy and value network
-        clipfracs = []  # one 0-d tensor per minibatch, read once after the update
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
         for epoch in range(args.update_epochs):
-            # shuffle the whole batch once per epoch, so each minibatch below is a slice, not a gather
-            b_inds = torch.randperm(args.batch_size, device=device)
-            e_obs, e_actions, e_logprobs, e_advantages, e_returns, e_values = (
-                t[b_inds] for t in (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
-            )
+            np.random.shuffle(b_inds)
             for start in range(0, args.batch_size, args.minibatch_size):
-                mb = slice(start, start + args.minibatch_size)
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(e_obs[mb], e_actions[mb])
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
 
-                mb_advantages = e_advantages[mb]
+                mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
                 pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, e_logprobs[mb], mb_advantages, args.clip_coef
+                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
                 )
                 clipfracs.append(clipfrac)
-                v_loss = value_loss(newvalue.view(-1), e_values[mb], e_returns[mb], args.clip_coef, args.clip_vloss)
+                newvalue = newvalue.view(-1)
+                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(params, args.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        explained_var = explained_variance(values.reshape(-1), returns.reshape(-1))
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int(global_step / (time.time() - start_time))
@@ -654,12 +439,14 @@ if __name__ == "__main__":
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):
-            last_print = time.time()
-            print(progress_line(global_step, args.total_timesteps, sps, recent_returns), flush=True)
+        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
+            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
+            progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
+            print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
@@ -667,20 +454,13 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}")
 
         episodic_returns = evaluate(
-            model_path,
-            args.env_id,
-            eval_episodes=10,
-            run_name=f"{run_name}-eval",
-            device=device,
-            capture_video=args.capture_video,
-            seed=args.seed,
+            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed
         )
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
-        writer.flush()
 
         if args.upload_model:
-            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval")
+            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
 
     envs.close()
     writer.close()

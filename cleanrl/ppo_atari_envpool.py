@@ -1,28 +1,24 @@
 # PPO for Atari games on EnvPool's C++ vector environment; docs: docs/ppo.md#ppo_atari_envpoolpy
 import os
 import random
-import shutil
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video
 from torch.utils.tensorboard import SummaryWriter
 
 try:
     import envpool
 except ModuleNotFoundError as e:
-    print(
-        f"{os.path.basename(__file__)}: error: {e.name} is not installed; install the EnvPool extra with "
-        "`pip install -c requirements/constraints.txt -r requirements/requirements-envpool.txt`",
-        file=sys.stderr,
-    )
+    print(f"error: {e.name} is missing; pip install -r requirements/requirements-envpool.txt", file=sys.stderr)
     sys.exit(2)
 
 
@@ -96,131 +92,80 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message: str):
-    """Ends the program with one line on stderr and exit status 2: the way every user error is reported."""
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
     print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def check_args(args: Args) -> str | None:
-    """Returns what is wrong with the sizes and coefficients, or None when they are usable."""
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if getattr(args, name) <= 0:
-            return f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}"
-    if args.learning_rate <= 0:
-        return f"--learning-rate must be positive, got {args.learning_rate}"
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}"
-    if args.clip_coef <= 0:
-        return f"--clip-coef must be positive, got {args.clip_coef}"
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        return (
-            f"the batch of --num-envs x --num-steps = {batch_size} does not divide into "
-            f"--num-minibatches {args.num_minibatches}; choose a divisor of {batch_size}"
-        )
-    if args.total_timesteps < batch_size:
-        return f"--total-timesteps {args.total_timesteps} is less than one batch ({batch_size}); raise it"
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
+        return f"{', '.join(bad)} must be positive"
+    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
+    if (args.num_envs * args.num_steps) % args.num_minibatches or args.num_envs * args.num_steps > args.total_timesteps:
+        return "--num-envs x --num-steps must divide into --num-minibatches and be at most --total-timesteps"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
-    return None
 
 
-def check_env_id(env_id: str) -> str | None:
-    """Returns why this script cannot train on `env_id`, or None when it is one of EnvPool's Atari games.
-    Checked on EnvPool's registry, before any environment is made."""
-    specs = envpool.registration.registry.specs
-    if env_id not in specs:
-        return (
-            f"cannot make environment '{env_id}': EnvPool has no such id "
-            "(its Atari ids look like Breakout-v5 or Pong-v5; use ppo_atari.py for BreakoutNoFrameskip-v4)"
-        )
-    if specs[env_id][0] != "envpool.atari":
-        return (
-            f"{os.path.basename(__file__)} needs one of EnvPool's Atari games, but {env_id} is not one; "
-            "use ppo.py for classic control and ppo_continuous_action.py for Box actions"
-        )
-    return None
+class RecordEpisodeStatistics(gym.vector.VectorWrapper):
+    """Whole games, though an episode ends at every lost life and rewards are clipped: a game sums EnvPool's unclipped
+    info["reward"] until info["terminated"] (its last life) or the time limit, and lasts info["elapsed_step"] steps."""
+
+    def reset(self, **kwargs):
+        self.episode_returns = np.zeros(self.num_envs)
+        return super().reset(**kwargs)
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = super().step(actions)
+        self.episode_returns += infos["reward"]
+        ended = np.logical_or(infos["terminated"], truncations)
+        infos["episode"], infos["_episode"] = {"r": self.episode_returns.copy(), "l": infos["elapsed_step"]}, ended
+        self.episode_returns[ended] = 0
+        return obs, rewards, terminations, truncations, infos
 
 
-def make_env(env_id, num_envs, seed, capture_video=False):
-    """The vector environment: EnvPool steps `num_envs` copies of the game in C++ threads, with its own Atari
-    preprocessing (30 no-op starts, 4 frames per step max-pooled over the last two, a lost life ends an episode,
-    FIRE on reset, rewards clipped to their sign, 84x84 grayscale frames, 4 stacked). Environment i is seeded
-    with seed + i. With `capture_video` it can also render environment 0 in full colour."""
-    return envpool.make(
+class RecordVideo(gym.vector.VectorWrapper):
+    """Videos of environment 0's whole games, on Gymnasium's RecordVideo schedule (games 0, 1, 8, 27, ...), 15 fps."""
+
+    def __init__(self, envs, video_folder):
+        super().__init__(envs)
+        self.video_folder, self.game, self.frames = video_folder, 0, []
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = super().step(actions)
+        if capped_cubic_video_schedule(self.game):
+            self.frames.append(self.env.render()[0])
+        if infos["terminated"][0] or truncations[0]:
+            save_video(self.frames, self.video_folder, episode_index=self.game, fps=15)
+            self.game, self.frames = self.game + 1, []
+        return obs, rewards, terminations, truncations, infos
+
+
+def make_env(env_id, num_envs, seed, capture_video, run_name):
+    # EnvPool's Atari preprocessing: 30 no-op starts, 4 frames a step, FIRE on reset, 84x84 grayscale, 4 stacked
+    envs = envpool.make(
         env_id,
         env_type="gymnasium",
         num_envs=num_envs,
-        batch_size=num_envs,  # synchronous: every step returns all environments, in order
         episodic_life=True,
         reward_clip=True,
-        seed=seed,
+        seed=seed,  # environment i gets seed + i
         render_mode="rgb_array" if capture_video else None,
     )
+    envs = RecordEpisodeStatistics(envs)
+    if capture_video:
+        envs = RecordVideo(envs, f"videos/{run_name}")
+    return envs
 
 
-def ended_games(truncations, infos):
-    """Which sub-environments ended a whole game in this step: the last life was lost (EnvPool's
-    info["terminated"]; `terminations` is also set by every lost life) or the time limit cut the game short."""
-    return infos["terminated"].astype(bool) | truncations
-
-
-class EpisodeStatistics:
-    """Score and length of the game each sub-environment is playing, over all its lives, kept in numpy for all at once.
-
-    The agent's rewards are clipped and its episodes end with every lost life, so the statistics are counted from
-    what EnvPool reports beside them: info["reward"] is the unclipped reward, and a game ends with its last life or
-    with a truncation (the counters restart either way). EnvPool resets a sub-environment in the step after its
-    episode ended; that step ignores the action and pays nothing, and is not counted in the length (EnvPool's own
-    elapsed_step skips it too).
-    """
-
-    def __init__(self, num_envs):
-        self.returns = np.zeros(num_envs, dtype=np.float64)
-        self.lengths = np.zeros(num_envs, dtype=np.int64)
-        self.resetting = np.zeros(num_envs, dtype=bool)  # this step is EnvPool's reset step
-
-    def step(self, raw_rewards, dones, game_overs):
-        """Counts one step; `dones` ended the agent's episodes (lives), `game_overs` ended games.
-        Returns [(return, length)] of the games that ended in this step."""
-        self.returns += raw_rewards
-        self.lengths += ~self.resetting
-        self.resetting = np.array(dones, dtype=bool)
-        if not game_overs.any():
-            return []
-        ended = np.flatnonzero(game_overs)
-        finished = list(zip(self.returns[ended].tolist(), self.lengths[ended].tolist()))
-        self.returns[ended] = 0.0
-        self.lengths[ended] = 0
-        return finished
-
-
-class GameRecorder:
-    """Videos of environment 0's games, taken on the schedule of Gymnasium's RecordVideo (games 0, 1, 8, 27, ...,
-    then every 1000th): EnvPool does not go through Gymnasium's wrappers, so its full-colour frames are collected
-    here, one per step (15 per second of play), and written as mp4 when the game ends."""
-
-    def __init__(self, envs, video_folder):
-        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video
-
-        self.envs, self.video_folder = envs, video_folder
-        self.schedule, self.save_video = capped_cubic_video_schedule, save_video
-        self.game = 0
-        self.frames = []
-
-    def step(self, game_over):
-        """Call after reset() and after every step, with whether environment 0's game ended in that step."""
-        if self.schedule(self.game):
-            self.frames.append(self.envs.render()[0])
-        if game_over:
-            if self.frames:
-                self.save_video(
-                    self.frames, self.video_folder, episode_trigger=lambda _: True, episode_index=self.game, fps=15
-                )
-            self.game += 1
-            self.frames = []
+def finished_episodes(infos):
+    """[(return, length)] of the games that ended in this step (set by RecordEpisodeStatistics)."""
+    ended = np.flatnonzero(infos["_episode"])
+    return list(zip(infos["episode"]["r"][ended].tolist(), infos["episode"]["l"][ended].tolist()))
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -229,18 +174,16 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def sample_categorical(logits):
-    """Gumbel-max: the argmax of the logits plus standard Gumbel noise (-log of Exp(1) noise)
-    is a sample of the softmax distribution, in three cheap ops."""
+def sample(logits):
+    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
     return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
-        # the Nature-DQN trunk, shared by the policy and the value: stacked 84x84 frames in, 512 features out
         self.network = nn.Sequential(
-            layer_init(nn.Conv2d(envs.single_observation_space.shape[0], 32, 8, stride=4)),
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
             nn.ReLU(),
             layer_init(nn.Conv2d(32, 64, 4, stride=2)),
             nn.ReLU(),
@@ -256,54 +199,45 @@ class Agent(nn.Module):
     def get_value(self, x):
         return self.critic(self.network(x / 255.0))
 
-    def get_action(self, x):
-        """Sampling only: all the evaluation needs per step."""
-        return sample_categorical(self.actor(self.network(x / 255.0)))
-
     def get_action_and_value(self, x, action=None):
-        # x holds uint8 pixels, as stored: scaled to [0, 1] on the way in
-        hidden = self.network(x / 255.0)
-        logits = self.actor(hidden)
+        x = self.network(x / 255.0)  # the features of the shared trunk, for both heads
+        logits = self.actor(x)
         if action is None:
-            action = sample_categorical(logits)
-        # log-probabilities of all actions: the chosen one's and the entropy both come from them
-        logprobs = logits.log_softmax(dim=-1)
-        logprob = logprobs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-        return action, logprob, entropy, self.critic(hidden)
+            action = sample(logits)
+        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
+        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape (num_steps, num_envs).
-
-    dones[t] is 1 where the step before t ended an episode: with EnvPool, obs[t] is then that episode's last
-    observation and step t is the reset step, left out of the update. next_value and next_done belong to the
-    observation after the last step. Returns (advantages, returns).
-    """
-    # the value and the not-done flag of the observation after each step, for all steps at once
-    nextvalues = np.concatenate([values[1:], next_value[None]])
-    nextnonterminal = 1.0 - np.concatenate([dones[1:], next_done[None]])
-    deltas = rewards + gamma * nextvalues * nextnonterminal - values
-    discounts = gamma * gae_lambda * nextnonterminal
-    # only the backward recursion itself is a loop over time
+    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
+    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
     advantages = np.zeros_like(rewards)
-    lastgaelam = 0.0
-    for t in reversed(range(rewards.shape[0])):
-        advantages[t] = lastgaelam = deltas[t] + discounts[t] * lastgaelam
+    lastgaelam = 0
+    num_steps = rewards.shape[0]
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
     return advantages, advantages + values
 
 
 def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise) with its debug statistics:
-    (loss, old_approx_kl (k1), approx_kl (k3), fraction of ratios clipped)."""
+    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     with torch.no_grad():
+        # calculate approx_kl http://joschu.net/blog/kl-approx.html
         old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
 
 
@@ -317,139 +251,44 @@ def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
     return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
-def explained_variance(y_pred, y_true):
-    """1 - Var[y_true - y_pred] / Var[y_true]; NaN when the targets do not vary."""
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
 def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
-    """Loads a saved model and plays `eval_episodes` episodes with it; returns their returns."""
-    envs = make_env(env_id, 1, seed, capture_video)
+    """Plays `eval_episodes` episodes with a saved model; returns their returns."""
+    envs = make_env(env_id, 1, seed, capture_video, run_name)
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
-    agent.eval()
-    stats = EpisodeStatistics(1)
-    recorder = GameRecorder(envs, f"videos/{run_name}") if capture_video else None
     obs, _ = envs.reset()
-    if recorder:
-        recorder.step(False)
     episodic_returns = []
-    with torch.inference_mode():
-        # an evaluation episode is a whole game, over all its lives
-        while len(episodic_returns) < eval_episodes:
-            actions = agent.get_action(torch.as_tensor(obs, device=device))
-            obs, _, terminations, truncations, infos = envs.step(actions.cpu().numpy())
-            game_overs = ended_games(truncations, infos)
-            for episodic_return, _ in stats.step(infos["reward"], terminations | truncations, game_overs):
-                print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
-                episodic_returns.append(episodic_return)
-            if recorder:
-                recorder.step(game_overs[0])
+    while len(episodic_returns) < eval_episodes:
+        with torch.no_grad():
+            actions, _, _, _ = agent.get_action_and_value(torch.Tensor(obs).to(device))
+        obs, _, _, _, infos = envs.step(actions.cpu().numpy())
+        for episodic_return, _ in finished_episodes(infos):
+            print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
+            episodic_returns.append(episodic_return)
     envs.close()
-    return episodic_returns
-
-
-def hub_repo_id(hf_entity, env_id, exp_name, seed):
-    return f"{hf_entity}/{env_id}-{exp_name}-seed{seed}"
-
-
-def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir):
-    """Writes what the Hub repository holds into `folder`: the model, the TensorBoard logs,
-    this script, a model card and the last evaluation video."""
-    folder = Path(folder)
-    shutil.copytree(run_dir, folder, dirs_exist_ok=True)
-    shutil.copy(__file__, folder / f"{args.exp_name}.py")
-    videos = sorted(Path(video_dir).glob("*.mp4"), key=os.path.getmtime) if Path(video_dir).is_dir() else []
-    if videos:
-        shutil.copy(videos[-1], folder / "replay.mp4")
-    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
-    hyperparameters = "\n".join(f"    {key}: {value!r}," for key, value in vars(args).items())
-    (folder / "README.md").write_text(
-        f"""---
-tags:
-- {args.env_id}
-- deep-reinforcement-learning
-- reinforcement-learning
-- ppo
-library_name: cleanrl
-model-index:
-- name: PPO
-  results:
-  - task:
-      type: reinforcement-learning
-      name: reinforcement-learning
-    dataset:
-      name: {args.env_id}
-      type: {args.env_id}
-    metrics:
-    - type: mean_reward
-      value: {mean:.2f} +/- {std:.2f}
-      name: mean_reward
-      verified: false
----
-
-# PPO agent playing {args.env_id}
-
-Trained with `{args.exp_name}.py` (included in this repository) for {args.total_timesteps} steps.
-Evaluated over {len(episodic_returns)} episodes: {mean:.2f} +/- {std:.2f}.
-
-To train it again: `python {args.exp_name}.py --env-id {args.env_id} --seed {args.seed}`.
-The weights are `{args.exp_name}.cleanrl_model` (a PyTorch state dict of the script's `Agent`).
-
-## Hyperparameters
-```python
-{{
-{hyperparameters}
-}}
-```
-"""
-    )
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def push_to_hub(args, episodic_returns, run_dir, video_dir):
-    """Creates (or reuses) the model repository on the Hugging Face Hub and uploads the run to it."""
-    import tempfile
-
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    hf_entity = args.hf_entity or api.whoami()["name"]
-    repo_id = hub_repo_id(hf_entity, args.env_id, args.exp_name, args.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir)
-        api.create_repo(repo_id=repo_id, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=f"{args.exp_name} on {args.env_id}")
-    print(f"Model pushed to https://huggingface.co/{repo_id}")
-    return repo_id
-
-
-def progress_line(global_step, total_timesteps, sps, recent_returns):
-    """One plain line of progress, readable on a terminal and in a log file alike."""
-    left = (total_timesteps - global_step) / max(sps, 1)
-    ret = f"{np.mean(recent_returns):.1f} (last {len(recent_returns)})" if recent_returns else "n/a"
-    return (
-        f"[{100 * global_step / total_timesteps:3.0f}%] step {global_step}/{total_timesteps} "
-        f"| SPS {sps} | episodic return {ret} | left {int(left // 60)}m{int(left % 60):02d}s"
-    )
+    return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    problem = check_args(args)
-    if problem:
+    if problem := check_args(args):
         fail(problem)
+    if args.upload_model:
+        try:
+            from cleanrl_utils.huggingface import push_to_hub
+        except ModuleNotFoundError as e:
+            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
-    # env setup
-    problem = check_env_id(args.env_id)
-    if problem:
-        fail(problem)
-    envs = make_env(args.env_id, args.num_envs, args.seed, args.capture_video)
+    # env setup; EnvPool resets an ended episode in the next step, which ignores its action and pays nothing
+    if envpool.registration.registry.specs.get(args.env_id, [None])[0] != "envpool.atari":
+        fail(f"cannot make environment '{args.env_id}': not an EnvPool Atari id such as Breakout-v5; see ppo_atari.py")
+    envs = make_env(args.env_id, args.num_envs, args.seed, args.capture_video, run_name)
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has {envs.single_action_space} actions, not Discrete; see ppo_continuous_action.py")
 
     if args.track:
         import wandb
@@ -463,10 +302,8 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-    )
+    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -475,35 +312,26 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    # unlike ppo.py's tiny networks, a CNN has enough work per op to share: PyTorch's default thread count stays
-    # (all cores, or OMP_NUM_THREADS)
 
-    # channels-last weights: the convolutions run in the layout the CPU (and GPU) kernels prefer
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)
-    # Adam with epsilon 1e-5; the fused kernel updates all parameters in one call
-    params = list(agent.parameters())
-    optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # Rollout storage, in numpy like the environment: torch gets the whole batch once per iteration;
-    # the frames stay uint8 (8 x 128 x 4x84x84 bytes: 29 MB, a quarter of float32)
-    obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.uint8)
+    # ALGO Logic: Storage setup, in numpy like the environments
+    obs = np.zeros(
+        (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
+    )
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = time.time()
-    last_print = 0.0
+    start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    episode_stats = EpisodeStatistics(args.num_envs)
-    recorder = GameRecorder(envs, f"videos/{run_name}") if args.capture_video else None
     next_obs, _ = envs.reset()
     next_done = np.zeros(args.num_envs, dtype=np.float32)
-    if recorder:
-        recorder.step(False)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -512,91 +340,72 @@ if __name__ == "__main__":
             lrnow = frac * args.learning_rate
             optimizer.param_groups[0]["lr"] = lrnow
 
-        # Rollout: the policy and the value share the trunk, so the value and the log-prob come with the action
-        # from the one forward pass per step (a batched pass after the rollout, as in ppo.py, would run it twice)
-        with torch.inference_mode():
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                obs[step] = next_obs
-                dones[step] = next_done
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
 
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                action = action.cpu()
-                actions[step] = action.numpy()
-                logprobs[step] = logprob.cpu().numpy()
-                values[step] = value.flatten().cpu().numpy()
+                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+            actions[step] = action.cpu().numpy()
 
-                # TRY NOT TO MODIFY: execute the game and log data.
-                next_obs, reward, terminations, truncations, infos = envs.step(action.numpy())
-                rewards[step] = reward
-                next_done = (terminations | truncations).astype(np.float32)
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            rewards[step] = reward
 
-                game_overs = ended_games(truncations, infos)
-                for episodic_return, episodic_length in episode_stats.step(
-                    infos["reward"], terminations | truncations, game_overs
-                ):
-                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-                    recent_returns.append(episodic_return)
-                if recorder:
-                    recorder.step(game_overs[0])
-
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).flatten()
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(
-            rewards, values, dones, next_value.cpu().numpy(), next_done, args.gamma, args.gae_lambda
-        )
+            for episodic_return, episodic_length in finished_episodes(infos):
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                recent_returns.append(episodic_return)
 
         # flatten the batch
         b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
         b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
         b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        with torch.no_grad():
+            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
+
+        # bootstrap value if not done
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)
-        # EnvPool's reset steps leave the batch: their observation is the last of an ended episode, and EnvPool
-        # ignored their action and paid nothing for it, so they are no experience of the policy's
-        valid = dones.reshape(-1) == 0
-        b_valid_inds = torch.from_numpy(np.flatnonzero(valid)).to(device)
-        num_valid = len(b_valid_inds)
-        # minibatch boundaries: num_minibatches slices of (nearly) equal size
-        edges = [num_valid * i // args.num_minibatches for i in range(args.num_minibatches + 1)]
 
-        # Optimizing the policy and value network
-        clipfracs = []  # one 0-d tensor per minibatch, read once after the update
+        # Optimizing the policy and value network, without EnvPool's reset steps (dones[t] = 1): they are no experience
+        b_inds = np.flatnonzero(dones.reshape(-1) == 0)
+        clipfracs = []
         for epoch in range(args.update_epochs):
-            # shuffle the whole batch once per epoch, so each minibatch below is a slice, not a gather
-            b_inds = b_valid_inds[torch.randperm(num_valid, device=device)]
-            e_obs, e_actions, e_logprobs, e_advantages, e_returns, e_values = (
-                t[b_inds] for t in (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
-            )
-            for start, end in zip(edges[:-1], edges[1:]):
-                mb = slice(start, end)
+            np.random.shuffle(b_inds)
+            for mb_inds in np.array_split(b_inds, args.num_minibatches):
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(e_obs[mb], e_actions[mb])
-
-                mb_advantages = e_advantages[mb]
+                mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
                 pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, e_logprobs[mb], mb_advantages, args.clip_coef
+                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
                 )
                 clipfracs.append(clipfrac)
-                v_loss = value_loss(newvalue.view(-1), e_values[mb], e_returns[mb], args.clip_coef, args.clip_vloss)
+                newvalue = newvalue.view(-1)
+                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(params, args.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        explained_var = explained_variance(values.reshape(-1)[valid], returns.reshape(-1)[valid])
+        y_pred, y_true = b_values[b_inds].cpu().numpy(), b_returns[b_inds].cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int(global_step / (time.time() - start_time))
@@ -606,12 +415,14 @@ if __name__ == "__main__":
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):
-            last_print = time.time()
-            print(progress_line(global_step, args.total_timesteps, sps, recent_returns), flush=True)
+        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
+            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
+            progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
+            print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
@@ -619,20 +430,13 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}")
 
         episodic_returns = evaluate(
-            model_path,
-            args.env_id,
-            eval_episodes=10,
-            run_name=f"{run_name}-eval",
-            device=device,
-            capture_video=args.capture_video,
-            seed=args.seed,
+            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed
         )
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
-        writer.flush()
 
         if args.upload_model:
-            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval")
+            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
 
     envs.close()
     writer.close()

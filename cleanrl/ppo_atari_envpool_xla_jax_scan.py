@@ -1,15 +1,14 @@
-# ppo_atari_envpool_xla_jax.py with its loops as jax.lax.scan; docs: docs/ppo.md#ppo_atari_envpool_xla_jax_scanpy
+# PPO for Atari in JAX, its loops as jax.lax.scan; docs: docs/ppo.md#ppo_atari_envpool_xla_jax_scanpy
 import os
 import random
-import shutil
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import NamedTuple
 
+import gymnasium as gym
 import numpy as np
 import tyro
 from torch.utils.tensorboard import SummaryWriter
@@ -25,12 +24,7 @@ try:
     from flax.training.train_state import TrainState
 except ModuleNotFoundError as e:
     extra = "envpool" if e.name == "envpool" else "jax"
-    print(
-        f"{os.path.basename(__file__)}: error: {e.name} is not installed; install the EnvPool and JAX extras with "
-        "`pip install -c requirements/constraints.txt -r requirements/requirements-envpool.txt "
-        f"-r requirements/requirements-jax.txt` (missing: the {extra} extra)",
-        file=sys.stderr,
-    )
+    print(f"error: {e.name} is missing; pip install -r requirements/requirements-{extra}.txt", file=sys.stderr)
     sys.exit(2)
 
 
@@ -98,133 +92,89 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message: str):
-    """Ends the program with one line on stderr and exit status 2: the way every user error is reported."""
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
     print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def check_args(args: Args) -> str | None:
-    """Returns what is wrong with the sizes and coefficients, or None when they are usable."""
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if getattr(args, name) <= 0:
-            return f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}"
-    if args.learning_rate <= 0:
-        return f"--learning-rate must be positive, got {args.learning_rate}"
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}"
-    if args.clip_coef <= 0:
-        return f"--clip-coef must be positive, got {args.clip_coef}"
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        return (
-            f"the batch of --num-envs x --num-steps = {batch_size} does not divide into "
-            f"--num-minibatches {args.num_minibatches}; choose a divisor of {batch_size}"
-        )
-    if args.total_timesteps < batch_size:
-        return f"--total-timesteps {args.total_timesteps} is less than one batch ({batch_size}); raise it"
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
+        return f"{', '.join(bad)} must be positive"
+    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
+    if (args.num_envs * args.num_steps) % args.num_minibatches or args.num_envs * args.num_steps > args.total_timesteps:
+        return "--num-envs x --num-steps must divide into --num-minibatches and be at most --total-timesteps"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
-    return None
-
-
-def check_env_id(env_id: str) -> str | None:
-    """Returns why this script cannot train on `env_id`, or None when it is one of EnvPool's Atari games.
-    Checked on EnvPool's registry, before any environment is made."""
-    specs = envpool.registration.registry.specs
-    if env_id not in specs:
-        return (
-            f"cannot make environment '{env_id}': EnvPool has no such id "
-            "(its Atari ids look like Breakout-v5 or Pong-v5; use ppo_atari.py for BreakoutNoFrameskip-v4)"
-        )
-    if specs[env_id][0] != "envpool.atari":
-        return (
-            f"{os.path.basename(__file__)} needs one of EnvPool's Atari games, but {env_id} is not one; "
-            "use ppo.py for classic control and ppo_continuous_action.py for Box actions"
-        )
-    return None
-
-
-def make_env(env_id, num_envs, seed):
-    """The vector environment: EnvPool steps `num_envs` copies of the game in C++ threads, with its own Atari
-    preprocessing (30 no-op starts, 4 frames per step max-pooled over the last two, a lost life ends an episode,
-    FIRE on reset, rewards clipped to their sign, 84x84 grayscale frames, 4 stacked). Environment i is seeded
-    with seed + i. Its xla() method gives the step as a function that jitted code can call."""
-    return envpool.make(
-        env_id,
-        env_type="gymnasium",
-        num_envs=num_envs,
-        batch_size=num_envs,  # synchronous: every step returns all environments, in order
-        episodic_life=True,
-        reward_clip=True,
-        seed=seed,
-    )
 
 
 @flax.struct.dataclass
-class EpisodeStatistics:
-    """Score and length of the game each sub-environment is playing, over all its lives, in fixed-shape arrays
-    that stay inside jitted code.
+class RecordEpisodeStatistics:
+    """Whole games, though an episode ends at every lost life and rewards are clipped: a game sums EnvPool's unclipped
+    info["reward"] until info["terminated"] (its last life) or the time limit, and lasts info["elapsed_step"] steps.
+    Fixed-shape arrays with one entry per environment, so that jitted code can step them."""
 
-    The agent's rewards are clipped and its episodes end with every lost life, so the statistics are counted from
-    what EnvPool reports beside them: info["reward"] is the unclipped reward, and a game ends with its last life
-    (info["terminated"]) or with a truncation (the counters restart either way). EnvPool resets a sub-environment
-    in the step after its episode ended; that step ignores the action and pays nothing, and is not counted in the
-    length (EnvPool's own elapsed_step skips it too).
-    """
+    episode_returns: jax.Array  # the score of each environment's running game
+    returned_episode_returns: jax.Array  # the score and length of its last finished game
+    returned_episode_lengths: jax.Array
 
-    returns: jax.Array  # the running game of each environment
-    lengths: jax.Array
-    resetting: jax.Array  # this step is EnvPool's reset step
-    last_returns: jax.Array  # the last finished game of each environment
-    last_lengths: jax.Array
-    games: jax.Array  # how many games each environment has finished
-
-    @classmethod
-    def zeros(cls, num_envs):
-        return cls(
-            returns=jnp.zeros(num_envs, jnp.float32),
-            lengths=jnp.zeros(num_envs, jnp.int32),
-            resetting=jnp.zeros(num_envs, bool),
-            last_returns=jnp.zeros(num_envs, jnp.float32),
-            last_lengths=jnp.zeros(num_envs, jnp.int32),
-            games=jnp.zeros(num_envs, jnp.int32),
+    def step(self, infos, truncations):
+        """The statistics after a step, and its infos with the games that ended in it."""
+        episode_returns = self.episode_returns + infos["reward"]
+        ended = jnp.logical_or(infos["terminated"], truncations)
+        infos["episode"], infos["_episode"] = {"r": episode_returns, "l": infos["elapsed_step"]}, ended
+        stats = RecordEpisodeStatistics(
+            jnp.where(ended, 0.0, episode_returns),
+            jnp.where(ended, episode_returns, self.returned_episode_returns),
+            jnp.where(ended, infos["elapsed_step"], self.returned_episode_lengths),
         )
+        return stats, infos
 
-    def step(self, raw_rewards, dones, game_overs):
-        """Counts one step; `dones` ended the agent's episodes (lives), `game_overs` ended games. Returns the new
-        statistics and the return and length of every environment's game, final where `game_overs` is set."""
-        returns = self.returns + raw_rewards
-        lengths = self.lengths + (~self.resetting).astype(jnp.int32)
-        stats = self.replace(
-            returns=jnp.where(game_overs, 0.0, returns),
-            lengths=jnp.where(game_overs, 0, lengths),
-            resetting=dones,
-            last_returns=jnp.where(game_overs, returns, self.last_returns),
-            last_lengths=jnp.where(game_overs, lengths, self.last_lengths),
-            games=self.games + game_overs,
-        )
-        return stats, returns, lengths
+
+def make_env(env_id, num_envs, seed):
+    # EnvPool's Atari preprocessing: 30 no-op starts, 4 frames a step, FIRE on reset, 84x84 grayscale, 4 stacked
+    envs = envpool.make(
+        env_id,
+        env_type="gymnasium",
+        num_envs=num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=seed,  # environment i gets seed + i
+    )
+    return envs
+
+
+def finished_episodes(infos):
+    """[(return, length)] of the games that ended in this step (set by RecordEpisodeStatistics)."""
+    ended = np.flatnonzero(infos["_episode"])
+    return list(zip(infos["episode"]["r"][ended].tolist(), infos["episode"]["l"][ended].tolist()))
+
+
+def layer_init(layer, *args, std=np.sqrt(2), bias_const=0.0, **kwargs):
+    return layer(*args, kernel_init=orthogonal(std), bias_init=constant(bias_const), **kwargs)
 
 
 class Conv(nn.Module):
-    """A VALID convolution whose kernel size is a multiple of its stride, written as space-to-depth and one matrix
-    product. It computes what nn.Conv(features, (size, size), (stride, stride), padding="VALID") computes, with a
-    kernel of the same shape, name and initialisation: XLA on a CPU runs the gradients of nn.Conv's convolutions
-    about ten times slower inside a loop (such as the update's scan) than outside one, and matrix products not."""
+    """nn.Conv(features, (size, size), (stride, stride), padding="VALID") as space-to-depth and one matrix product
+    (each kernel here is a multiple of its stride), with a kernel of the same shape, name and initialisation: on a
+    CPU, XLA runs the gradients of nn.Conv's convolutions some twenty times slower inside a scan than outside one."""
 
     features: int
     size: int
     stride: int
+    kernel_init: Callable
+    bias_init: Callable
 
     @nn.compact
     def __call__(self, x):
         k, s = self.size, self.stride
         m = k // s  # the kernel spans m x m blocks of s x s pixels
         b, height, width, c = x.shape
-        kernel = self.param("kernel", orthogonal(np.sqrt(2)), (k, k, c, self.features))
-        bias = self.param("bias", constant(0.0), (self.features,))
+        kernel = self.param("kernel", self.kernel_init, (k, k, c, self.features))
+        bias = self.param("bias", self.bias_init, (self.features,))
         # space-to-depth: every s x s block of pixels becomes one pixel with s*s*c channels
         bh, bw = height // s, width // s
         x = x[:, : bh * s, : bw * s].reshape(b, bh, s, bw, s, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, bh, bw, -1)
@@ -236,393 +186,193 @@ class Conv(nn.Module):
         return patches @ kernel + bias
 
 
-class Network(nn.Module):
-    """The Nature-DQN trunk, shared by the policy and the value: stacked 84x84 frames in, 512 features out."""
-
-    @nn.compact
-    def __call__(self, x):
-        # x holds uint8 pixels, channels first as EnvPool gives them: scaled to [0, 1], then channels last for Flax
-        x = jnp.transpose(x / 255.0, (0, 2, 3, 1))
-        x = nn.relu(Conv(32, 8, 4)(x))
-        x = nn.relu(Conv(64, 4, 2)(x))
-        x = nn.relu(Conv(64, 3, 1)(x))
-        x = x.reshape((x.shape[0], -1))
-        x = nn.Dense(512, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(x)
-        return nn.relu(x)
-
-
 class Agent(nn.Module):
     action_dim: int
 
     def setup(self):
-        self.network = Network()
-        self.actor = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0))
-        self.critic = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))
-
-    def __call__(self, x):
-        """The policy's logits and the value, from one pass through the shared trunk."""
-        hidden = self.network(x)
-        return self.actor(hidden), self.critic(hidden)[:, 0]
+        self.network = nn.Sequential(
+            [
+                lambda x: x.transpose(0, 2, 3, 1),  # EnvPool's frames are channels first, Flax's convolutions want last
+                layer_init(Conv, 32, 8, 4),
+                nn.relu,
+                layer_init(Conv, 64, 4, 2),
+                nn.relu,
+                layer_init(Conv, 64, 3, 1),
+                nn.relu,
+                lambda x: x.reshape((x.shape[0], -1)),
+                layer_init(nn.Dense, 512),
+                nn.relu,
+            ]
+        )
+        self.actor = layer_init(nn.Dense, self.action_dim, std=0.01)
+        self.critic = layer_init(nn.Dense, 1, std=1)
 
     def get_value(self, x):
-        return self.critic(self.network(x))[:, 0]
+        return self.critic(self.network(x / 255.0))[:, 0]
+
+    def get_action_and_value(self, x, key, action=None):
+        x = self.network(x / 255.0)  # the features of the shared trunk, for both heads
+        logits = self.actor(x)
+        if action is None:
+            action = jax.random.categorical(key, logits)
+        logprobs = jax.nn.log_softmax(logits)  # the action's log-probability and the entropy, from one log-softmax
+        logprob = jnp.take_along_axis(logprobs, action[:, None], axis=-1)[:, 0]
+        return action, logprob, -(jnp.exp(logprobs) * logprobs).sum(-1), self.critic(x)[:, 0]
 
 
-def get_action_and_value(agent, params, x, key, action=None):
-    """Samples an action (when none is given) and returns it with its log-probability, the entropy and the value."""
-    logits, value = agent.apply(params, x)
-    if action is None:
-        action = jax.random.categorical(key, logits)  # Gumbel-max sampling, inside jit
-    # log-probabilities of all actions: the chosen one's and the entropy both come from them
-    logprobs = jax.nn.log_softmax(logits)
-    logprob = jnp.take_along_axis(logprobs, action[:, None], axis=-1)[:, 0]
-    entropy = -(jnp.exp(logprobs) * logprobs).sum(-1)
-    return action, logprob, entropy, value
-
-
-class Transition(NamedTuple):
-    """What one step of all environments leaves in the rollout (each field has num_envs rows; stacked over steps)."""
-
-    obs: jax.Array
-    dones: jax.Array
-    actions: jax.Array
-    logprobs: jax.Array
-    values: jax.Array
-    rewards: jax.Array
-    game_overs: jax.Array  # for the logs: which games ended in this step, with their return and length
-    game_returns: jax.Array
-    game_lengths: jax.Array
-
-
-def rollout_step(params, episode_stats, handle, next_obs, next_done, key, agent, step_env):
-    """One step of all environments, all inside jit: the policy samples the actions and EnvPool's XLA step plays
-    them. Returns the new state of the loop and the step's Transition."""
-    key, action_key = jax.random.split(key)
-    action, logprob, _, value = get_action_and_value(agent, params, next_obs, action_key)
-    handle, (obs, reward, terminations, truncations, info) = step_env(handle, action.astype(jnp.int32))
-    dones = terminations | truncations
-    # a game ends with its last life (EnvPool's info["terminated"]; `terminations` is set by every lost life)
-    # or when the time limit cuts it short
-    game_overs = (info["terminated"] == 1) | truncations
-    episode_stats, game_returns, game_lengths = episode_stats.step(info["reward"], dones, game_overs)
-    transition = Transition(next_obs, next_done, action, logprob, value, reward, game_overs, game_returns, game_lengths)
-    return episode_stats, handle, obs, dones.astype(jnp.float32), key, transition
-
-
-def rollout(params, episode_stats, handle, next_obs, next_done, key, agent, step_env, num_steps):
-    """The whole rollout as one jax.lax.scan over rollout_step: compiled once, however many steps it has.
-    Returns the new state of the loop and the Transitions stacked over the steps."""
-
-    def scan_step(carry, _):
-        *carry, transition = rollout_step(params, *carry, agent, step_env)
-        return tuple(carry), transition
-
-    carry = (episode_stats, handle, next_obs, next_done, key)
-    (episode_stats, handle, next_obs, next_done, key), batch = jax.lax.scan(scan_step, carry, length=num_steps)
-    return episode_stats, handle, next_obs, next_done, key, batch
-
-
+@partial(jax.jit, static_argnums=(5, 6))
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape (num_steps, num_envs).
-
-    dones[t] is 1 where the step before t ended an episode: with EnvPool, obs[t] is then that episode's last
-    observation and step t is the reset step, left out of the update. next_value and next_done belong to the
-    observation after the last step. Returns (advantages, returns).
-    """
+    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
+    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
     # the value and the not-done flag of the observation after each step, for all steps at once
-    nextvalues = jnp.concatenate([values[1:], next_value[None]])
     nextnonterminal = 1.0 - jnp.concatenate([dones[1:], next_done[None]])
+    nextvalues = jnp.concatenate([values[1:], next_value[None]])
     deltas = rewards + gamma * nextvalues * nextnonterminal - values
-    discounts = gamma * gae_lambda * nextnonterminal
-    # only the backward recursion itself is a loop over time: a reversed scan, compiled once whatever the length
 
-    def backward(lastgaelam, delta_and_discount):
-        delta, discount = delta_and_discount
-        lastgaelam = delta + discount * lastgaelam
+    def backward(lastgaelam, step):  # the recursion as a reversed scan over the steps, compiled once
+        delta, nextnonterminal = step
+        lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
         return lastgaelam, lastgaelam
 
-    _, advantages = jax.lax.scan(backward, jnp.zeros_like(next_value), (deltas, discounts), reverse=True)
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(next_value), (deltas, nextnonterminal), reverse=True)
     return advantages, advantages + values
 
 
-def compute_advantages(params, batch, next_obs, next_done, agent, gamma, gae_lambda):
-    """The value of the observation after the rollout, then compute_gae; jitted as one function."""
-    next_value = agent.apply(params, next_obs, method=Agent.get_value)
-    return compute_gae(batch.rewards, batch.values, batch.dones, next_value, next_done, gamma, gae_lambda)
+def masked_mean(x, valid):
+    """The mean of x over the valid samples: EnvPool's reset steps stay in the fixed-shape minibatches, masked out."""
+    return (x * valid).sum() / jnp.maximum(valid.sum(), 1.0)
 
 
-def masked_mean(x, mask):
-    """The mean of x over the entries where mask is 1 (the batch keeps its shape inside jit)."""
-    return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
-
-
-class Minibatch(NamedTuple):
-    obs: jax.Array
-    actions: jax.Array
-    logprobs: jax.Array
-    advantages: jax.Array
-    returns: jax.Array
-    values: jax.Array
-    valid: jax.Array  # 0 for EnvPool's reset steps, which take no part in the losses
-
-
-class LossInfo(NamedTuple):
-    policy_loss: jax.Array
-    value_loss: jax.Array
-    entropy: jax.Array
-    old_approx_kl: jax.Array
-    approx_kl: jax.Array
-    clipfrac: jax.Array
-
-
-def ppo_loss(params, agent, mb, clip_coef, clip_vloss, ent_coef, vf_coef, norm_adv):
-    """The PPO loss of a minibatch (to minimise) and its debug statistics, as means over its valid samples."""
-    _, newlogprob, entropy, newvalue = get_action_and_value(agent, params, mb.obs, None, mb.actions)
-    w = mb.valid
-    logratio = newlogprob - mb.logprobs
+def policy_loss(newlogprob, oldlogprob, advantages, clip_coef, valid):
+    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
+    logratio = newlogprob - oldlogprob
     ratio = jnp.exp(logratio)
-
-    advantages = mb.advantages
-    if norm_adv:
-        mean = masked_mean(advantages, w)
-        std = jnp.sqrt((w * (advantages - mean) ** 2).sum() / jnp.maximum(w.sum() - 1.0, 1.0))  # unbiased
-        advantages = (advantages - mean) / (std + 1e-8)
-
-    # clipped surrogate objective
+    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+    old_approx_kl = masked_mean(-logratio, valid)
+    approx_kl = masked_mean((ratio - 1) - logratio, valid)
+    clipfrac = masked_mean(jnp.abs(ratio - 1.0) > clip_coef, valid)
     pg_loss1 = -advantages * ratio
     pg_loss2 = -advantages * jnp.clip(ratio, 1 - clip_coef, 1 + clip_coef)
-    pg_loss = masked_mean(jnp.maximum(pg_loss1, pg_loss2), w)
+    return masked_mean(jnp.maximum(pg_loss1, pg_loss2), valid), old_approx_kl, approx_kl, clipfrac
 
-    # half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on
-    v_loss_unclipped = (newvalue - mb.returns) ** 2
-    if clip_vloss:
-        v_clipped = mb.values + jnp.clip(newvalue - mb.values, -clip_coef, clip_coef)
-        v_loss_unclipped = jnp.maximum(v_loss_unclipped, (v_clipped - mb.returns) ** 2)
-    v_loss = 0.5 * masked_mean(v_loss_unclipped, w)
 
-    entropy_loss = masked_mean(entropy, w)
-    loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef
-    info = LossInfo(
-        pg_loss,
-        v_loss,
-        entropy_loss,
-        jax.lax.stop_gradient(masked_mean(-logratio, w)),
-        jax.lax.stop_gradient(masked_mean((ratio - 1) - logratio, w)),
-        jax.lax.stop_gradient(masked_mean((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32), w)),
+def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss, valid):
+    """Half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on."""
+    v_loss_unclipped = (newvalue - returns) ** 2
+    if not clip_vloss:
+        return 0.5 * masked_mean(v_loss_unclipped, valid)
+    v_clipped = oldvalue + jnp.clip(newvalue - oldvalue, -clip_coef, clip_coef)
+    v_loss_clipped = (v_clipped - returns) ** 2
+    return 0.5 * masked_mean(jnp.maximum(v_loss_unclipped, v_loss_clipped), valid)
+
+
+def rollout_step(params, episode_stats, handle, next_obs, next_done, key, agent, step_env):
+    """One step of all environments, jitted whole: the policy samples the actions and EnvPool's XLA step plays them.
+    Returns the loop's new state, what the step stores (obs, done, action, logprob, value, reward), and its infos."""
+    key, action_key = jax.random.split(key)
+    action, logprob, _, value = agent.apply(params, next_obs, action_key, method=Agent.get_action_and_value)
+    handle, (obs, reward, terminations, truncations, infos) = step_env(handle, action)
+    episode_stats, infos = episode_stats.step(infos, truncations)
+    done = jnp.logical_or(terminations, truncations).astype(jnp.float32)
+    return episode_stats, handle, obs, done, key, (next_obs, next_done, action, logprob, value, reward), infos
+
+
+def rollout(params, episode_stats, handle, next_obs, next_done, key, agent, step_env, num_steps):
+    """num_steps of rollout_step as one jax.lax.scan, jitted whole and compiled once: returns the loop's new state,
+    and what every step stores and its infos, stacked over the steps."""
+
+    def scan_step(carry, _):
+        *carry, stored, infos = rollout_step(params, *carry, agent, step_env)
+        return tuple(carry), (stored, infos)
+
+    carry = (episode_stats, handle, next_obs, next_done, key)
+    (episode_stats, handle, next_obs, next_done, key), (storage, infos) = jax.lax.scan(
+        scan_step, carry, length=num_steps
     )
-    return loss, info
+    return episode_stats, handle, next_obs, next_done, key, storage, infos
 
 
-def update(
-    agent_state,
-    batch,
-    advantages,
-    returns,
-    key,
-    learning_rate,
-    agent,
-    update_epochs,
-    num_minibatches,
-    target_kl,
-    loss_kwargs,
-):
-    """The update epochs over the rollout, jitted as one function: a scan over epochs of a scan over minibatches,
-    so one minibatch step is compiled, not one per minibatch. Returns the new state, the LossInfo of the last
-    minibatch (its clipfrac: the mean over all minibatches) and the key."""
-    # the annealed learning rate goes into the optimizer state that optax.inject_hyperparams keeps for it
-    agent_state = agent_state.replace(
-        opt_state=optax.tree_utils.tree_set(agent_state.opt_state, learning_rate=learning_rate)
-    )
-    # flatten the batch
-    b = Minibatch(batch.obs, batch.actions, batch.logprobs, advantages, returns, batch.values, 1.0 - batch.dones)
-    b = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), b)
-    batch_size = b.actions.shape[0]
-    grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
+def update_minibatch(agent_state, b, mb_inds, agent, clip_coef, clip_vloss, ent_coef, vf_coef, norm_adv):
+    """One gradient step on the samples mb_inds of the flattened batch b, jitted whole: the loss, then global-norm
+    clipping and Adam, the two links of the optax chain. The means are over the valid samples (b_valid = 1)."""
+    b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values, b_valid = b
+    mb_valid = b_valid[mb_inds]
 
-    def run_minibatch(agent_state, mb):
-        (_, info), grads = grad_fn(agent_state.params, agent, mb, **loss_kwargs)
-        # global-norm clipping and Adam are the two links of the optax chain
-        return agent_state.apply_gradients(grads=grads), info
+    def loss_fn(params):
+        _, newlogprob, entropy, newvalue = agent.apply(
+            params, b_obs[mb_inds], None, b_actions[mb_inds], method=Agent.get_action_and_value
+        )
+        mb_advantages = b_advantages[mb_inds]
+        if norm_adv:
+            mean = masked_mean(mb_advantages, mb_valid)
+            std = jnp.sqrt(masked_mean((mb_advantages - mean) ** 2, mb_valid))
+            mb_advantages = (mb_advantages - mean) / (std + 1e-8)
+        pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
+            newlogprob, b_logprobs[mb_inds], mb_advantages, clip_coef, mb_valid
+        )
+        v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], clip_coef, clip_vloss, mb_valid)
+        entropy_loss = masked_mean(entropy, mb_valid)
+        loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef
+        return loss, (pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac)
 
-    def run_epoch(agent_state, epoch_key):
-        # shuffle the whole batch once per epoch and cut it into minibatches, scanned over in turn
-        permutation = jax.random.permutation(epoch_key, batch_size)
-        minibatches = jax.tree.map(lambda x: x[permutation].reshape((num_minibatches, -1) + x.shape[1:]), b)
-        return jax.lax.scan(run_minibatch, agent_state, minibatches)
-
-    def scan_epoch(carry, _):
-        agent_state, key, stop = carry
-        key, epoch_key = jax.random.split(key)
-        if target_kl is None:
-            agent_state, infos = run_epoch(agent_state, epoch_key)
-        else:
-            # early stopping inside jit: the epochs after the stop still run through the scan, but change nothing
-            skipped = LossInfo(*[jnp.zeros(num_minibatches)] * len(LossInfo._fields))
-            agent_state, infos = jax.lax.cond(
-                stop, lambda s: (s, skipped), lambda s: run_epoch(s, epoch_key), agent_state
-            )
-        ran = ~stop
-        if target_kl is not None:
-            stop = stop | (infos.approx_kl[-1] > target_kl)
-        return (agent_state, key, stop), (infos, ran)
-
-    carry = (agent_state, key, jnp.bool_(False))
-    (agent_state, key, _), (infos, ran) = jax.lax.scan(scan_epoch, carry, length=update_epochs)
-    # infos: (update_epochs, num_minibatches); the epochs that ran come first
-    last_epoch = ran.sum() - 1
-    info = jax.tree.map(lambda x: x[last_epoch, -1], infos)
-    info = info._replace(clipfrac=(infos.clipfrac * ran[:, None]).sum() / (ran.sum() * num_minibatches))
-    return agent_state, info, key
+    (_, info), grads = jax.value_and_grad(loss_fn, has_aux=True)(agent_state.params)
+    return agent_state.apply_gradients(grads=grads), info
 
 
-def explained_variance(y_pred, y_true):
-    """1 - Var[y_true - y_pred] / Var[y_true]; NaN when the targets do not vary."""
-    var_y = np.var(y_true)
-    return np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-
-def save_model(path, args, params):
-    """Writes the arguments and the Flax parameters, the two things needed to act as trained, in one file."""
-    with open(path, "wb") as f:
-        f.write(flax.serialization.to_bytes([vars(args), params]))
-
-
-def load_model(path, agent, obs_shape):
-    """Reads what save_model wrote: (the arguments as a dict, the parameters checked against the Agent's)."""
-    with open(path, "rb") as f:
-        saved_args, saved_params = flax.serialization.msgpack_restore(f.read()).values()
-    template = agent.init(jax.random.PRNGKey(0), np.zeros((1, *obs_shape), np.uint8))
-    return saved_args, flax.serialization.from_state_dict(template, saved_params)
+def update_epoch(agent_state, b, minibatches, agent, **loss_settings):
+    """update_minibatch over the rows of minibatches (the indices of one minibatch each) as one jax.lax.scan, jitted
+    whole and compiled once: returns the new state and the losses of every minibatch, stacked."""
+    step = partial(update_minibatch, b=b, agent=agent, **loss_settings)
+    return jax.lax.scan(lambda agent_state, mb_inds: step(agent_state, mb_inds=mb_inds), agent_state, minibatches)
 
 
 def evaluate(model_path, env_id, eval_episodes, seed=1):
-    """Loads a saved model and plays `eval_episodes` episodes with it; returns their returns."""
+    """Plays `eval_episodes` episodes with a saved model; returns their returns."""
     envs = make_env(env_id, 1, seed)
-    agent = Agent(action_dim=envs.single_action_space.n)
-    _, params = load_model(model_path, agent, envs.single_observation_space.shape)
-    handle, _, _, step_env = envs.xla()
-    step = jax.jit(partial(rollout_step, agent=agent, step_env=step_env))
-    episode_stats = EpisodeStatistics.zeros(1)
-    next_obs, _ = envs.reset()
-    next_done = jnp.zeros(1)
+    agent = Agent(envs.single_action_space.n)
     key = jax.random.PRNGKey(seed)
+    params = agent.init(
+        key, np.zeros((1,) + envs.single_observation_space.shape), key, method=Agent.get_action_and_value
+    )
+    with open(model_path, "rb") as f:
+        _, params = flax.serialization.from_bytes([None, params], f.read())  # [the arguments, the parameters]
+    handle, _, _, step_env = envs.xla()
+    step_fn = jax.jit(partial(rollout_step, agent=agent, step_env=step_env))
+    episode_stats = RecordEpisodeStatistics(*jnp.zeros((3, 1)))
+    obs, _ = envs.reset()
+    done = jnp.zeros(1)
     episodic_returns = []
-    # an evaluation episode is a whole game, over all its lives
     while len(episodic_returns) < eval_episodes:
-        episode_stats, handle, next_obs, next_done, key, transition = step(
-            params, episode_stats, handle, next_obs, next_done, key
-        )
-        if transition.game_overs[0]:
-            episodic_return = float(transition.game_returns[0])
+        episode_stats, handle, obs, done, key, _, infos = step_fn(params, episode_stats, handle, obs, done, key)
+        for episodic_return, _ in finished_episodes(infos):
             print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
             episodic_returns.append(episodic_return)
     envs.close()
-    return episodic_returns
-
-
-def hub_repo_id(hf_entity, env_id, exp_name, seed):
-    return f"{hf_entity}/{env_id}-{exp_name}-seed{seed}"
-
-
-def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir):
-    """Writes what the Hub repository holds into `folder`: the model, the TensorBoard logs,
-    this script, a model card and the last evaluation video (where there is one)."""
-    folder = Path(folder)
-    shutil.copytree(run_dir, folder, dirs_exist_ok=True)
-    shutil.copy(__file__, folder / f"{args.exp_name}.py")
-    videos = sorted(Path(video_dir).glob("*.mp4"), key=os.path.getmtime) if Path(video_dir).is_dir() else []
-    if videos:
-        shutil.copy(videos[-1], folder / "replay.mp4")
-    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
-    hyperparameters = "\n".join(f"    {key}: {value!r}," for key, value in vars(args).items())
-    (folder / "README.md").write_text(
-        f"""---
-tags:
-- {args.env_id}
-- deep-reinforcement-learning
-- reinforcement-learning
-- ppo
-library_name: cleanrl
-model-index:
-- name: PPO
-  results:
-  - task:
-      type: reinforcement-learning
-      name: reinforcement-learning
-    dataset:
-      name: {args.env_id}
-      type: {args.env_id}
-    metrics:
-    - type: mean_reward
-      value: {mean:.2f} +/- {std:.2f}
-      name: mean_reward
-      verified: false
----
-
-# PPO agent playing {args.env_id}
-
-Trained with `{args.exp_name}.py` (included in this repository) for {args.total_timesteps} steps.
-Evaluated over {len(episodic_returns)} episodes: {mean:.2f} +/- {std:.2f}.
-
-To train it again: `python {args.exp_name}.py --env-id {args.env_id} --seed {args.seed}`.
-The model is `{args.exp_name}.cleanrl_model`: `flax.serialization.to_bytes([args, params])`, the arguments as a
-dict and the Flax parameters of the script's `Agent` (its `load_model` reads it back).
-
-## Hyperparameters
-```python
-{{
-{hyperparameters}
-}}
-```
-"""
-    )
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def push_to_hub(args, episodic_returns, run_dir, video_dir):
-    """Creates (or reuses) the model repository on the Hugging Face Hub and uploads the run to it."""
-    import tempfile
-
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    hf_entity = args.hf_entity or api.whoami()["name"]
-    repo_id = hub_repo_id(hf_entity, args.env_id, args.exp_name, args.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir)
-        api.create_repo(repo_id=repo_id, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=f"{args.exp_name} on {args.env_id}")
-    print(f"Model pushed to https://huggingface.co/{repo_id}")
-    return repo_id
-
-
-def progress_line(global_step, total_timesteps, sps, recent_returns):
-    """One plain line of progress, readable on a terminal and in a log file alike."""
-    left = (total_timesteps - global_step) / max(sps, 1)
-    ret = f"{np.mean(recent_returns):.1f} (last {len(recent_returns)})" if recent_returns else "n/a"
-    return (
-        f"[{100 * global_step / total_timesteps:3.0f}%] step {global_step}/{total_timesteps} "
-        f"| SPS {sps} | episodic return {ret} | left {int(left // 60)}m{int(left % 60):02d}s"
-    )
+    return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    problem = check_args(args)
-    if problem:
+    if problem := check_args(args):
         fail(problem)
+    if args.upload_model:
+        try:
+            from cleanrl_utils.huggingface import push_to_hub
+        except ModuleNotFoundError as e:
+            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
-    # env setup
-    problem = check_env_id(args.env_id)
-    if problem:
-        fail(problem)
+    # env setup; EnvPool resets an ended episode in the next step, which ignores its action and pays nothing
+    if envpool.registration.registry.specs.get(args.env_id, [None])[0] != "envpool.atari":
+        fail(f"cannot make environment '{args.env_id}': not an EnvPool Atari id such as Breakout-v5; see ppo_atari.py")
     envs = make_env(args.env_id, args.num_envs, args.seed)
-    # the XLA interface: a handle to the environments, and their step as a function jitted code can call
-    handle, recv, send, step_env = envs.xla()
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has {envs.single_action_space} actions, not Discrete; see ppo_continuous_action.py")
+    # EnvPool's XLA interface: a handle to the environments, and their step as a function that jitted code can call
+    handle, _, _, step_env = envs.xla()
 
     if args.track:
         import wandb
@@ -636,10 +386,8 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-    )
+    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -647,124 +395,121 @@ if __name__ == "__main__":
     key = jax.random.PRNGKey(args.seed)
     key, init_key = jax.random.split(key)
 
-    agent = Agent(action_dim=envs.single_action_space.n)
-    next_obs, _ = envs.reset()
-    # global-norm gradient clipping, then Adam with epsilon 1e-5 and its learning rate injected as a
-    # hyperparameter, so each iteration can set the annealed rate
+    agent = Agent(envs.single_action_space.n)
+    # Adam with epsilon 1e-5 after global-norm gradient clipping; its learning rate a hyperparameter the loop can set
     agent_state = TrainState.create(
         apply_fn=agent.apply,
-        params=agent.init(init_key, next_obs),
+        params=agent.init(
+            init_key, np.zeros((1,) + envs.single_observation_space.shape), init_key, method=Agent.get_action_and_value
+        ),
         tx=optax.chain(
             optax.clip_by_global_norm(args.max_grad_norm),
             optax.inject_hyperparams(optax.adam)(learning_rate=args.learning_rate, eps=1e-5),
         ),
     )
-
-    # the three jitted functions; the settings they are built for are fixed, so each compiles once
+    # the two jitted functions of the loop, each compiled at its first call
     rollout_fn = jax.jit(partial(rollout, agent=agent, step_env=step_env, num_steps=args.num_steps))
-    advantages_fn = jax.jit(partial(compute_advantages, agent=agent, gamma=args.gamma, gae_lambda=args.gae_lambda))
-    update_fn = jax.jit(
-        partial(
-            update,
-            agent=agent,
-            update_epochs=args.update_epochs,
-            num_minibatches=args.num_minibatches,
-            target_kl=args.target_kl,
-            loss_kwargs=dict(
-                clip_coef=args.clip_coef,
-                clip_vloss=args.clip_vloss,
-                ent_coef=args.ent_coef,
-                vf_coef=args.vf_coef,
-                norm_adv=args.norm_adv,
-            ),
-        )
+    loss_settings = dict(
+        clip_vloss=args.clip_vloss, ent_coef=args.ent_coef, vf_coef=args.vf_coef, norm_adv=args.norm_adv
     )
+    update_epoch_fn = jax.jit(partial(update_epoch, agent=agent, clip_coef=args.clip_coef, **loss_settings))
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = time.time()
-    last_print = 0.0
+    start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    episode_stats = EpisodeStatistics.zeros(args.num_envs)
-    next_done = jnp.zeros(args.num_envs, jnp.float32)
+    episode_stats = RecordEpisodeStatistics(*jnp.zeros((3, args.num_envs)))
+    next_obs, _ = envs.reset()
+    next_done = jnp.zeros(args.num_envs)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
-        lrnow = args.learning_rate
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
             lrnow = frac * args.learning_rate
+            agent_state.opt_state[1].hyperparams["learning_rate"] = jnp.float32(lrnow)  # one type: one compilation
 
-        # Rollout: one jitted call samples the actions and steps the environments num_steps times, without leaving XLA
-        global_step += args.batch_size
-        episode_stats, handle, next_obs, next_done, key, batch = rollout_fn(
+        # ALGO LOGIC: action logic and the game, num_steps times in one jitted call
+        episode_stats, handle, next_obs, next_done, key, storage, infos = rollout_fn(
             agent_state.params, episode_stats, handle, next_obs, next_done, key
         )
+        infos = jax.device_get(infos)  # to numpy at once, read step by step
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+
+            for episodic_return, episodic_length in finished_episodes(jax.tree.map(lambda x: x[step], infos)):
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                recent_returns.append(episodic_return)
+        obs, dones, actions, logprobs, values, rewards = storage
+
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        next_value = agent.apply(agent_state.params, next_obs, method=Agent.get_value)
 
         # bootstrap value if not done
-        advantages, returns = advantages_fn(agent_state.params, batch, next_obs, next_done)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+        b_valid = 1.0 - dones.reshape(-1)
+        b = (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values, b_valid)
 
-        # Optimizing the policy and value network
-        agent_state, info, key = update_fn(agent_state, batch, advantages, returns, key, jnp.float32(lrnow))
+        # Optimizing the policy and value network, without EnvPool's reset steps (dones[t] = 1): they are no experience;
+        # jitted code needs minibatches of one size, so they stay in them with b_valid = 0, and are masked out
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            np.random.shuffle(b_inds)
+            agent_state, info = update_epoch_fn(agent_state, b, b_inds.reshape(args.num_minibatches, -1))
+            pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = (x[-1] for x in info)
+            clipfracs.extend(info[-1])
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+
+        y_pred, y_true = np.asarray(b_values)[b_valid == 1], np.asarray(b_returns)[b_valid == 1]
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        # the finished games, read back from the rollout once per iteration: each at the step it ended
-        game_overs, game_returns, game_lengths, dones, values, returns, info, stats = jax.device_get(
-            (
-                batch.game_overs,
-                batch.game_returns,
-                batch.game_lengths,
-                batch.dones,
-                batch.values,
-                returns,
-                info,
-                episode_stats,
-            )
-        )
-        iteration_start = global_step - args.batch_size
-        for step, env in zip(*np.nonzero(game_overs)):
-            step_of_game = iteration_start + (step + 1) * args.num_envs
-            writer.add_scalar("charts/episodic_return", game_returns[step, env], step_of_game)
-            writer.add_scalar("charts/episodic_length", game_lengths[step, env], step_of_game)
-            recent_returns.append(float(game_returns[step, env]))
-        if stats.games.any():
-            # the fixed-shape summary: the last finished game of each environment that has finished one
-            writer.add_scalar("charts/avg_episodic_return", stats.last_returns[stats.games > 0].mean(), global_step)
-            writer.add_scalar("charts/avg_episodic_length", stats.last_lengths[stats.games > 0].mean(), global_step)
-        valid = dones.reshape(-1) == 0
-        explained_var = explained_variance(values.reshape(-1)[valid], returns.reshape(-1)[valid])
-
         sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/learning_rate", lrnow, global_step)
-        writer.add_scalar("losses/value_loss", info.value_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", info.policy_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", info.entropy.item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", info.old_approx_kl.item(), global_step)
-        writer.add_scalar("losses/approx_kl", info.approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", info.clipfrac.item(), global_step)
+        writer.add_scalar(
+            "charts/learning_rate", float(agent_state.opt_state[1].hyperparams["learning_rate"]), global_step
+        )
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if iteration == 1:
-            # the first iteration includes compiling the three jitted functions
-            first_iteration_seconds = time.time() - start_time
-            writer.add_scalar("charts/first_iteration_seconds", first_iteration_seconds, global_step)
-            print(f"first iteration, compilation included: {first_iteration_seconds:.1f} s", flush=True)
-        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):
-            last_print = time.time()
-            print(progress_line(global_step, args.total_timesteps, sps, recent_returns), flush=True)
+        # the fixed-shape statistics: the average over the environments of each one's last finished game
+        returned = jax.device_get(episode_stats)
+        writer.add_scalar("charts/avg_episodic_return", np.mean(returned.returned_episode_returns), global_step)
+        writer.add_scalar("charts/avg_episodic_length", np.mean(returned.returned_episode_lengths), global_step)
+        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
+            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
+            progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
+            print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
-        save_model(model_path, args, agent_state.params)
+        with open(model_path, "wb") as f:
+            f.write(flax.serialization.to_bytes([vars(args), agent_state.params]))
         print(f"model saved to {model_path}")
 
-        episodic_returns = evaluate(model_path, args.env_id, eval_episodes=10, seed=args.seed)
+        episodic_returns = evaluate(model_path, args.env_id, 10, args.seed)
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
-        writer.flush()
 
         if args.upload_model:
-            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval")
+            weights = "flax-serialized parameters of the script's networks"
+            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__, weights)
 
     envs.close()
     writer.close()

@@ -188,7 +188,7 @@ class Agent(nn.Module):
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
     """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
-    obs[t] starts a new episode; next_value and next_done belong to the observation after the last step."""
+    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
     advantages = np.zeros_like(rewards)
     lastgaelam = 0
     num_steps = rewards.shape[0]

@@ -1,7 +1,8 @@
 """A learning check for self-play: how an agent saved by `ppo_pettingzoo_ma_atari.py --save-model` does against
 an opponent that picks its actions uniformly at random, beside the same games played by an untrained agent.
 
-    python benchmark/vs_random.py runs/pong_v3__ppo_pettingzoo_ma_atari__1__.../ppo_pettingzoo_ma_atari.cleanrl_model
+    python -m benchmark.vs_random runs/pong_v3__ppo_pettingzoo_ma_atari__1__.../ppo_pettingzoo_ma_atari.cleanrl_model
+    python benchmark/vs_random.py MODEL --env-id boxing_v2 --games 20
 
 In self-play the training returns of a zero-sum game stay near zero whatever the agent learns, since it plays
 itself; a fixed opponent gives a return that rises with skill. The agent takes each side of the game in turn
@@ -9,12 +10,32 @@ itself; a fixed opponent gives a return that rises with skill. The agent takes e
 score over the whole game (in pong_v3: points won minus points lost, from -21 to +21).
 """
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from speed import load
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file, from anywhere: find cleanrl_utils
+from cleanrl_utils.scripts import error_line, load_script, vector_env  # noqa: E402
+
+
+@dataclass
+class Args:
+    model: tyro.conf.Positional[Path]
+    """the .cleanrl_model file that ppo_pettingzoo_ma_atari.py --save-model wrote"""
+    env_id: str = "pong_v3"
+    """the PettingZoo Atari game the model was trained on"""
+    games: int = 10
+    """games per agent"""
+    seed: int = 1
+    """seed of the games, the random players and the untrained agent"""
+
+
+def fail(message):
+    print(f"vs_random: error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def play(agent, envs, games, seed):
@@ -30,7 +51,7 @@ def play(agent, envs, games, seed):
         episodic_return, length, done = 0.0, 0, False
         while not done:
             with torch.inference_mode():
-                actions = agent.get_action(torch.as_tensor(obs)).numpy()
+                actions = agent.get_action_and_value(torch.as_tensor(obs))[0].numpy()
             random_actions = rng.integers(envs.single_action_space.n, size=num_players)
             actions = np.where(np.arange(num_players) == side, actions, random_actions)
             obs, rewards, terminations, truncations, _ = envs.step(actions)
@@ -43,43 +64,34 @@ def play(agent, envs, games, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", type=Path, help="the .cleanrl_model file that --save-model wrote")
-    parser.add_argument("--env-id", default="pong_v3")
-    parser.add_argument("--games", type=int, default=10, help="games per agent")
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    args = tyro.cli(Args, prog="python -m benchmark.vs_random", description=__doc__)
     if not args.model.is_file():
-        parser.exit(2, f"vs_random.py: error: no saved model at {args.model}; train with --save-model first\n")
+        fail(f"no saved model at {args.model}; train with --save-model first")
     if args.games <= 0:
-        parser.exit(2, f"vs_random.py: error: --games must be positive, got {args.games}\n")
+        fail(f"--games must be positive, got {args.games}")
 
     import torch
 
-    mod = load("ppo_pettingzoo_ma_atari")
-    problem = mod.check_env_id(args.env_id, 0)
-    if problem:
-        parser.exit(2, f"vs_random.py: error: {problem}\n")
+    script = load_script("ppo_pettingzoo_ma_atari")
+    try:
+        envs = vector_env(script, args.env_id, None)  # one game: a sub-environment per player
+    except Exception as e:  # PettingZoo's error for a game it does not know
+        fail(f"cannot make environment '{args.env_id}': {error_line(e)}")
     torch.set_num_threads(1)
-    envs = mod.make_vector_env(args.env_id, mod.count_players(args.env_id), False, "vs-random")
     try:
         weights = torch.load(args.model, map_location="cpu")
-        mod.Agent(envs).load_state_dict(weights)
+        script.Agent(envs).load_state_dict(weights)
     except Exception as e:
         envs.close()
-        # the first line of a state-dict mismatch is a header: name the first mismatch instead
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
-        message = lines[1] if len(lines) > 1 else lines[0]
-        parser.exit(
-            2,
-            f"vs_random.py: error: cannot load {args.model} as an agent for {args.env_id} ({message}); "
-            "give the model that ppo_pettingzoo_ma_atari.py --save-model wrote for this game\n",
+        fail(
+            f"cannot load {args.model} as an agent for {args.env_id} ({error_line(e)}); "
+            "give the model that ppo_pettingzoo_ma_atari.py --save-model wrote for this game"
         )
     print(f"| {args.env_id} | games | return against random players (mean ± std) | game length | agent |")
     print("|---|---|---|---|---|")
     for name in ("untrained", "trained"):
         torch.manual_seed(args.seed)
-        agent = mod.Agent(envs).to(memory_format=torch.channels_last)
+        agent = script.Agent(envs)
         if name == "trained":
             agent.load_state_dict(weights)
         agent.eval()

@@ -495,6 +495,8 @@ if __name__ == "__main__":
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
 
         if args.upload_model:
+            if args.capture_video:
+                envs.env.close()  # writes the evaluation's last video before the upload
             push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
 
     envs.close()

@@ -17,8 +17,9 @@ TORCH_WEIGHTS = "a PyTorch state dict of the script's `Agent`"
 
 
 def hub_repo_id(hf_entity, env_id, exp_name, seed):
-    """The model repository of one run: `{hf_entity}/{env_id}-{exp_name}-seed{seed}`."""
-    return f"{hf_entity}/{env_id}-{exp_name}-seed{seed}"
+    """The model repository of one run: `{hf_entity}/{env_id}-{exp_name}-seed{seed}`, any "/" of the environment id
+    (ALE/Breakout-v5, dm_control/...) made a "-", since a repository name cannot hold one."""
+    return f"{hf_entity}/{env_id.replace('/', '-')}-{exp_name}-seed{seed}"
 
 
 def model_card(args, episodic_returns, weights=TORCH_WEIGHTS):

@@ -34,7 +34,7 @@ done
 
 # Skip pip entirely when the same requirement files were installed before, unchanged.
 stamp=".venv/.installed-$(echo "$*" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')"
-digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt | cksum)"
+digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt pyproject.toml | cksum)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
     exit 0
 fi
@@ -54,4 +54,6 @@ for group in "$@"; do
         pip_install --no-deps -r "requirements/nodeps-$group.txt"
     fi
 done
+# This project itself, editable: cleanrl_utils importable from any folder (for --upload-model and the replay command).
+pip_install --no-deps -e .
 echo "$digest" >"$stamp"

@@ -1,6 +1,5 @@
 """What the tests share: running a script as a user would, and reading back what it logged."""
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -11,8 +10,9 @@ import gymnasium as gym
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "cleanrl"
+from cleanrl_utils.scripts import SCRIPTS, load_script, vector_env  # noqa: F401  (the test files import them here)
+
+ROOT = SCRIPTS.parent
 
 # Metric names every PyTorch script logs (CONVENTIONS §3).
 COMMON_METRICS = {
@@ -47,20 +47,27 @@ def script_env(**extra):
     return env
 
 
-def run_script(script, *args, cwd, timeout=600, check=True, env=None):
-    """Runs `script` (a path, or a name in cleanrl/) with `args` in `cwd`, as a user would from the shell."""
-    path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
+def run_python(*command, cwd, timeout=600, check=True, env=None):
+    """Runs `python *command` in `cwd`, as a user would from the shell; with `check`, a failure fails the test."""
     proc = subprocess.run(
-        [sys.executable, str(path), *map(str, args)],
+        [sys.executable, *map(str, command)],
         cwd=cwd,
+        stdin=subprocess.DEVNULL,
         env=env or script_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"{path.name} {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+        shown = " ".join(Path(word).name if os.sep in word else word for word in map(str, command))
+        raise AssertionError(f"python {shown} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     return proc
+
+
+def run_script(script, *args, cwd, timeout=600, check=True, env=None):
+    """Runs `script` (a path, or a name in cleanrl/) with `args` in `cwd`, as a user would from the shell."""
+    path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
+    return run_python(path, *args, cwd=cwd, timeout=timeout, check=check, env=env)
 
 
 def run_dirs(cwd):
@@ -101,14 +108,6 @@ def check_smoke_run(run_dir, run_prefix, sps_steps, stdout=None, metrics=COMMON_
     return scalars
 
 
-def load_script(name, folder=SCRIPTS):
-    """Imports a script from cleanrl/ (or `folder`) as a module (importing it must have no side effects)."""
-    spec = importlib.util.spec_from_file_location(name, Path(folder) / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def assert_user_error(proc, *fragments):
     """A user error: exit 2, one line on stderr naming the problem, no traceback."""
     lines = proc.stderr.strip().splitlines()
@@ -141,27 +140,8 @@ def run_torchrun(script, nproc, *args, cwd, timeout=600, check=True, env=None):
     """Runs `script` (a path, or a name in cleanrl/) in `nproc` processes on this machine, as
     `torchrun --standalone --nnodes=1 --nproc_per_node=N` would."""
     path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
-    launcher = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nnodes=1",
-        f"--nproc_per_node={nproc}",
-    ]
-    proc = subprocess.run(
-        [*launcher, str(path), *map(str, args)],
-        cwd=cwd,
-        env=env or script_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"torchrun {path.name} {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
-        )
-    return proc
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}"]
+    return run_python(*launcher, path, *args, cwd=cwd, timeout=timeout, check=check, env=env)
 
 
 class FakeAtariGame(gym.Env):
@@ -205,7 +185,8 @@ gym.register(FAKE_ATARI_GAME, entry_point=FakeAtariGame, kwargs={"points": 3.0, 
 
 
 FAKE_HUB_MODULE = """
-# Stands in for huggingface_hub: records what would be uploaded instead of reaching the network.
+# Stands in for huggingface_hub: records what would be uploaded, and serves downloads from a local folder,
+# instead of reaching the network.
 import json, os
 from pathlib import Path
 
@@ -221,16 +202,39 @@ class HfApi:
         card = (Path(folder_path) / "README.md").read_text()
         record = {"created": self._repo_id, "uploaded": repo_id, "files": files, "card": card}
         Path(os.environ["FAKE_HUB_RECORD"]).write_text(json.dumps(record))
+
+class RepositoryNotFoundError(Exception):
+    pass
+
+def hf_hub_download(repo_id, filename, **kwargs):
+    path = Path(os.environ["FAKE_HUB_FILES"]) / repo_id / filename
+    if not path.is_file():
+        raise RepositoryNotFoundError(f"404 Client Error. Repository Not Found for url: {repo_id}/{filename}.")
+    return str(path)
 """
 
 
 def fake_hub_env(tmp_path, **extra):
-    """A script environment (script_env(**extra)) in which huggingface_hub is a stand-in that writes what would be
-    uploaded to a JSON file instead of reaching the network. Returns (env, path of that file); the record holds
-    "created" and "uploaded" (repository ids), "files" and "card" (the README)."""
+    """A script environment (script_env(**extra)) in which cleanrl_utils can be imported, as after
+    `pip install -e .`, and huggingface_hub is a stand-in that does not reach the network: an upload writes what
+    it would upload to a JSON file, whose path comes back as the second value (the record holds "created" and
+    "uploaded", repository ids, "files" and "card", the README), and `hf_hub_download(repo_id, filename)` serves
+    the file `tmp_path/hub/{repo_id}/{filename}` (env["FAKE_HUB_FILES"] is that hub folder)."""
     fake = Path(tmp_path) / "fake_hub"
     (fake / "huggingface_hub").mkdir(parents=True)
     (fake / "huggingface_hub" / "__init__.py").write_text(FAKE_HUB_MODULE)
     record = Path(tmp_path) / "hub_record.json"
-    pythonpath = os.pathsep.join(p for p in (str(fake), extra.pop("PYTHONPATH", "")) if p)
-    return script_env(PYTHONPATH=pythonpath, FAKE_HUB_RECORD=str(record), **extra), record
+    pythonpath = os.pathsep.join(p for p in (str(fake), str(ROOT), extra.pop("PYTHONPATH", "")) if p)
+    files = str(Path(tmp_path) / "hub")
+    return script_env(PYTHONPATH=pythonpath, FAKE_HUB_RECORD=str(record), FAKE_HUB_FILES=files, **extra), record
+
+
+def without_cleanrl_utils_env(tmp_path, **extra):
+    """A script environment (script_env(**extra)) in which cleanrl_utils cannot be imported, even where this
+    project is installed: a package of that name comes first on the path and fails to import as a missing one."""
+    hidden = Path(tmp_path) / "no_cleanrl_utils"
+    (hidden / "cleanrl_utils").mkdir(parents=True)
+    missing = 'raise ModuleNotFoundError("No module named \'cleanrl_utils\'", name="cleanrl_utils")\n'
+    (hidden / "cleanrl_utils" / "__init__.py").write_text(missing)
+    pythonpath = os.pathsep.join(p for p in (str(hidden), extra.pop("PYTHONPATH", "")) if p)
+    return script_env(PYTHONPATH=pythonpath, **extra)

@@ -1,4 +1,5 @@
-"""cleanrl_utils/benchmark.py: one command over environments and seeds, run here a few at a time or as a Slurm job."""
+"""cleanrl_utils/benchmark.py: one command over environments and seeds, run here a few at a time or as a Slurm job;
+benchmark/speed.py, the speed of a script; benchmark/vs_random.py, a learning check for self-play."""
 
 import os
 import shlex
@@ -6,8 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, assert_user_error, run_script, script_env
+import torch
+from helpers import ROOT, assert_user_error, run_python, run_script, script_env, vector_env
 
+import benchmark.speed as speed
 from cleanrl_utils import benchmark
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
@@ -181,3 +184,93 @@ def test_child_environment_pins_xla_threads_too():
     assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
     assert "--xla_cpu_multi_thread_eigen=false" in env["XLA_FLAGS"]
     assert benchmark.child_environment({"XLA_FLAGS": "--mine"}, threads=1)["XLA_FLAGS"] == "--mine"
+
+
+# ---- benchmark/speed.py and benchmark/vs_random.py, run as modules (python -m benchmark.speed) and as files -------
+BENCHMARK_ENV = script_env(PYTHONPATH=str(ROOT))
+SHORT_GAMES_ENV = script_env(PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'pettingzoo_short_games'}")
+SPEED_TINY = ["--total-timesteps", "256", "--num-steps", "64"]
+
+
+def test_speed_of_a_script_beside_its_raw_environment(tmp_path):
+    args = ["ppo", "--env-id", "Acrobot-v1", *SPEED_TINY, "--repeats", "1", "--raw-steps", "64"]
+    proc = run_python("-m", "benchmark.speed", *args, cwd=tmp_path, env=BENCHMARK_ENV, timeout=300)
+    header, rule, row, runs = proc.stdout.splitlines()
+    assert header.startswith("| script | env | num_envs | script SPS (median of 1) | raw env SPS |")
+    cells = [cell.strip() for cell in row.split("|")[1:-1]]
+    assert cells[:3] == ["ppo.py", "Acrobot-v1", "4"], "the script's own number of environments"
+    assert all(float(cell.replace(",", "").rstrip("%")) > 0 for cell in cells[3:])
+    assert runs.startswith("script SPS runs: [")
+    assert list(tmp_path.iterdir()) == [], "the runs train in a temporary folder"
+
+
+def test_speed_compares_two_versions_in_turn(tmp_path):
+    (tmp_path / "old.py").write_text((ROOT / "cleanrl" / "ppo.py").read_text())
+    args = [ROOT / "benchmark" / "speed.py", "ppo", "--compare", tmp_path / "old.py", *SPEED_TINY, "--repeats", "2"]
+    lines = run_python(*args, cwd=tmp_path, env=script_env(), timeout=300).stdout.splitlines()
+    versions = [line.split(": ")[1].split(" SPS")[0] for line in lines if line.startswith("run ")]
+    assert versions == [str(ROOT / "cleanrl" / "ppo.py"), str(tmp_path / "old.py")] * 2
+    rounds = [float(line.split()[-1]) for line in lines if line.startswith("round ")]
+    assert len(rounds) == 2 and all(ratio > 0 for ratio in rounds)
+    assert lines[-2].startswith("median of the rounds' ratios: ")
+    assert lines[-1].startswith("new / old: ") and "(ppo.py / old.py, medians of 2 runs each)" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["nope"], "no script"),
+        (["ppo", "--compare", "missing.py"], "no script missing.py"),
+        (["ppo", "--repeats", "0"], "--repeats must be positive"),
+    ],
+)
+def test_speed_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
+    proc = run_python(ROOT / "benchmark" / "speed.py", *args, cwd=tmp_path, env=script_env(), check=False)
+    assert_user_error(proc, "speed: error:", fragment)
+
+
+@pytest.mark.parametrize("name", ["ppo_atari_envpool", "ppo_procgen", "ppo_pettingzoo_ma_atari", "ppo_atari_multigpu"])
+def test_raw_rate_steps_the_scripts_own_environments(name):
+    """The vector environment of a script, as speed.py steps it: its make_env's thunks, or the vector environment
+    its make_env returns (EnvPool, Procgen, PettingZoo)."""
+    module = speed.load_script(name)
+    assert speed.raw_env_sps(module, module.Args.env_id, 2, 16) > 0
+
+
+@pytest.fixture(scope="module")
+def pong_model(tmp_path_factory):
+    """The weights of a fresh agent of ppo_pettingzoo_ma_atari.py for pong_v3, as --save-model would save them."""
+    module = speed.load_script("ppo_pettingzoo_ma_atari")
+    envs = vector_env(module, "pong_v3", 2)
+    path = tmp_path_factory.mktemp("pong") / "pong.cleanrl_model"
+    torch.save(module.Agent(envs).state_dict(), path)
+    envs.close()
+    return path
+
+
+def test_vs_random_plays_each_side_against_random_players(pong_model, tmp_path):
+    """The trained and a fresh agent each play the given number of games (cut here after 50 agent steps), taking
+    the sides in turn, and get a table row each."""
+    proc = run_python("-m", "benchmark.vs_random", pong_model, "--games", "2", cwd=tmp_path, env=SHORT_GAMES_ENV)
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()[2:]]
+    assert [row[0].strip() for row in rows] == ["untrained", "trained"]
+    assert all(row[1].strip() == "2" and row[3].strip() == "50" for row in rows)
+    assert all(-21 <= float(row[2].split("±")[0]) <= 21 for row in rows)
+    assert proc.stderr.count("agent as player 0") == 2 and proc.stderr.count("agent as player 1") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["missing.cleanrl_model"], "no saved model"),
+        (["{pong_model}", "--games", "0"], "--games must be positive"),
+        (["{pong_model}", "--env-id", "nope_v0"], "cannot make environment 'nope_v0'"),
+        (["{empty}"], "cannot load"),  # an empty file is no model
+        (["{pong_model}", "--env-id", "boxing_v2"], "cannot load"),  # Pong's 6 actions, Boxing's 18
+    ],
+)
+def test_vs_random_bad_input_is_one_line_and_exit_2(pong_model, tmp_path, args, fragment):
+    (tmp_path / "empty.cleanrl_model").write_bytes(b"")
+    args = [a.format(empty=tmp_path / "empty.cleanrl_model", pong_model=pong_model) for a in args]
+    proc = run_python(ROOT / "benchmark" / "vs_random.py", *args, cwd=tmp_path, env=script_env(), check=False)
+    assert_user_error(proc, "vs_random: error:", fragment)

@@ -7,7 +7,8 @@ import tomllib
 import pytest
 from helpers import ROOT
 
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
 
 
 def requirement_lines(path):
@@ -59,3 +60,10 @@ def test_setup_refuses_an_unknown_group(tmp_path):
     proc = subprocess.run(["bash", str(ROOT / "scripts/setup.sh"), "no-such-group"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "no requirements/requirements-no-such-group.txt" in proc.stderr
+
+
+def test_setup_installs_this_project_so_cleanrl_utils_imports_anywhere():
+    """A script copied elsewhere imports cleanrl_utils for --upload-model: `pip install -e .` (which setup.sh does)
+    puts the package on the path."""
+    assert "cleanrl_utils" in PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    assert "pip_install --no-deps -e ." in (ROOT / "scripts/setup.sh").read_text()

@@ -1,0 +1,54 @@
+"""The training scripts of cleanrl/ seen as modules, for the tools around them (the replay command, the benchmarks)
+and the tests. Importing a script has no side effects: its program runs under `if __name__ == "__main__":`."""
+
+import dataclasses
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "cleanrl"
+
+
+def script_names(folder=SCRIPTS):
+    """The names of the scripts in `folder` (file names without `.py`), sorted."""
+    return sorted(path.stem for path in Path(folder).glob("*.py"))
+
+
+def load_script(name, folder=SCRIPTS):
+    """Imports `folder/name.py` as the module `name` (in sys.modules, where tools that read its source look)."""
+    spec = importlib.util.spec_from_file_location(name, Path(folder) / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def vector_env(module, env_id, num_envs, **values):
+    """The vector environment a script trains on, made with its own `make_env` as its program makes it: the thunks
+    in a SyncVectorEnv with same-step autoreset, or the vector environment that `make_env` returns itself (EnvPool,
+    Procgen, PettingZoo). `make_env`'s parameters are filled by name from `values`, else from env_id, num_envs,
+    idx, seed 1, no video, and the defaults of the script's `Args` (such as gamma)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(module.Args) if f.default is not dataclasses.MISSING}
+    known = dict(defaults, env_id=env_id, num_envs=num_envs, seed=1, capture_video=False, run_name="unused")
+    known.update(values)
+    parameters = inspect.signature(module.make_env).parameters
+
+    def make(idx):
+        given = {**known, "idx": idx}
+        return module.make_env(**{name: given[name] for name in parameters if name in given})
+
+    first = make(0)
+    if hasattr(first, "step"):  # make_env made the vector environment
+        return first
+    import gymnasium as gym
+
+    thunks = [first, *(make(idx) for idx in range(1, num_envs))]
+    return gym.vector.SyncVectorEnv(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def error_line(error):
+    """One line for a user out of an exception: its first line, or for a PyTorch state-dict mismatch, whose first
+    line is only a header, the first mismatch."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+    return lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading state_dict") else lines[0]

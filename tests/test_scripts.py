@@ -1,0 +1,319 @@
+"""What every script in cleanrl/ does the same way (CONVENTIONS.md), tested over a table of all of them: importing has
+no side effects; bad input ends in one line and exit 2 before any work; a tiny run logs every metric, saves,
+evaluates, records video and uploads (through a stand-in Hub); the same run, copied alone into an empty folder and
+spelled with underscores, logs the same scalars; --upload-model without cleanrl_utils stops before training.
+What is particular to one script is tested in its own file."""
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import tyro
+from helpers import (
+    COMMON_METRICS,
+    ROOT,
+    SCRIPTS,
+    assert_same_scalars,
+    assert_user_error,
+    check_smoke_run,
+    fake_hub_env,
+    load_script,
+    only_run_dir,
+    read_scalars,
+    run_copied_alone,
+    run_python,
+    run_script,
+    script_env,
+    without_cleanrl_utils_env,
+)
+
+TESTS = Path(__file__).parent
+# one thread for XLA and PyTorch: the machine running the tests is usually busy, and threads then wait on each other
+ONE_XLA_THREAD = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+JAX_METRICS = COMMON_METRICS | {"charts/avg_episodic_return", "charts/avg_episodic_length"}
+PLAYER_METRICS = COMMON_METRICS | {f"charts/episodic_{what}-player{i}" for what in ("return", "length") for i in (0, 1)}
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    env_id: str
+    """the environment of the tiny run"""
+    tiny: tuple
+    """the rest of the tiny run's arguments: a few iterations that finish some episodes"""
+    sps_steps: tuple
+    """the global steps of the tiny run's iterations"""
+    unknown_env_id: str
+    """an id of the kind the script takes, naming nothing"""
+    metrics: frozenset = frozenset(COMMON_METRICS)
+    env: dict = field(default_factory=dict)
+    """environment variables the script runs with here"""
+    video: bool = True
+    """whether the script offers --capture-video"""
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def file(self):
+        return f"{self.name}.py"
+
+    @property
+    def args(self):
+        return ["--env-id", self.env_id, *self.tiny]
+
+
+TINY = ("--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512")
+TABLE = [
+    Script("ppo", "CartPole-v1", TINY, (256, 512), "NoSuchGame-v0"),
+    Script("ppo_atari", "BreakoutNoFrameskip-v4", TINY, (256, 512), "NoSuchGameNoFrameskip-v4"),
+    Script(
+        "ppo_atari_lstm",
+        "BreakoutNoFrameskip-v4",
+        (*TINY, "--num-minibatches", "2"),
+        (256, 512),
+        "NoSuchGameNoFrameskip-v4",
+    ),
+    # run with plain python, the script is a world of one process (tests/test_ppo_atari_multigpu.py runs torchrun)
+    Script(
+        "ppo_atari_multigpu",
+        "BreakoutNoFrameskip-v4",
+        ("--local-num-envs", "2", "--num-steps", "128", "--total-timesteps", "512"),
+        (256, 512),
+        "NoSuchGameNoFrameskip-v4",
+    ),
+    Script("ppo_atari_envpool", "Breakout-v5", TINY, (256, 512), "NoSuchGame-v5"),
+    *[
+        Script(
+            name,
+            "Breakout-v5",
+            (*TINY, "--num-minibatches", "2", "--update-epochs", "1"),  # a short compilation
+            (256, 512),
+            "NoSuchGame-v5",
+            metrics=frozenset(JAX_METRICS),
+            env=ONE_XLA_THREAD,
+            video=False,
+        )
+        for name in ("ppo_atari_envpool_xla_jax", "ppo_atari_envpool_xla_jax_scan")
+    ],
+    Script(
+        "ppo_continuous_action",
+        "InvertedPendulum-v4",
+        ("--num-steps", "256", "--total-timesteps", "512", "--update-epochs", "2"),
+        (256, 512),
+        "NoSuchRobot-v4",
+    ),
+    # Isaac Gym needs an NVIDIA GPU and is not on PyPI: the script runs on its stand-in, on the CPU
+    Script(
+        "ppo_continuous_action_isaacgym",
+        "FixedEpisodes",
+        ("--num-envs", "64", "--num-steps", "16", "--total-timesteps", "2048", "--no-cuda"),
+        (1024, 2048),
+        "NoSuchTask",
+        env={"PYTHONPATH": str(TESTS / "isaacgym_standin")},
+    ),
+    # bossfight: random play ends its episodes in about 30 steps
+    Script(
+        "ppo_procgen",
+        "bossfight",
+        ("--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--num-minibatches", "2"),
+        (128, 256),
+        "nosuchgame",
+    ),
+    # one game of two players, which PettingZoo ends after 50 steps here (a whole game of Pong takes some 1,000)
+    Script(
+        "ppo_pettingzoo_ma_atari",
+        "pong_v3",
+        ("--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128"),
+        (64, 128),
+        "no_such_game_v1",
+        metrics=frozenset(PLAYER_METRICS),
+        env={"PYTHONPATH": str(TESTS / "pettingzoo_short_games")},
+    ),
+]
+
+
+def test_the_table_lists_every_script():
+    assert sorted(script.name for script in TABLE) == sorted(path.stem for path in SCRIPTS.glob("*.py"))
+
+
+def script_run_env(script, *paths):
+    """The environment `script` runs in here: script_env with the script's own variables, `paths` first on its
+    PYTHONPATH."""
+    env = dict(script.env)
+    if pythonpath := os.pathsep.join([*map(str, paths), *([env["PYTHONPATH"]] if "PYTHONPATH" in env else [])]):
+        env["PYTHONPATH"] = pythonpath
+    return script_env(**env)
+
+
+def underscored(args):
+    """The same arguments with every flag spelled with underscores (`--env_id`), as published commands often do."""
+    return ["--" + arg[2:].replace("-", "_") if arg.startswith("--") else arg for arg in args]
+
+
+def video_files(cwd, folder):
+    return [video for video in (Path(cwd) / "videos" / folder).glob("*.mp4") if video.stat().st_size > 1000]
+
+
+# ---- importing ----------------------------------------------------------------------------------------------
+
+# Imports a script in a process that refuses to make environments, from an empty folder: nothing may be made,
+# printed or written.
+IMPORT_ONLY = """
+import sys
+import gymnasium
+
+def refuse(*args, **kwargs):
+    raise AssertionError("importing the script made an environment")
+
+gymnasium.make = gymnasium.make_vec = gymnasium.vector.SyncVectorEnv.__init__ = refuse
+if "envpool" in open(sys.argv[1]).read():
+    import envpool
+
+    envpool.make = refuse
+from cleanrl_utils.scripts import load_script
+
+load_script(sys.argv[2], sys.argv[3])
+"""
+
+
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_importing_has_no_side_effects(script, tmp_path):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = script_run_env(script, ROOT)
+    proc = run_python("-c", IMPORT_ONLY, SCRIPTS / script.file, script.name, SCRIPTS, cwd=cwd, env=env, timeout=300)
+    assert proc.stdout == proc.stderr == ""
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_derived_sizes_are_not_flags(script, capsys):
+    module = load_script(script.name)
+    with pytest.raises(SystemExit):
+        tyro.cli(module.Args, args=["--help"])
+    help_text = capsys.readouterr().out
+    assert "--total-timesteps" in help_text and "--env-id" in help_text
+    for derived in ("--batch-size", "--minibatch-size", "--num-iterations"):
+        assert derived not in help_text
+
+
+# ---- bad input ----------------------------------------------------------------------------------------------
+
+BAD_INPUTS = {
+    "non-positive size": (["--num-steps", "0"], ["--num-steps must be positive"]),
+    "batch does not divide": (["--num-minibatches", "3"], ["--num-minibatches"]),
+    "upload without saving": (["--upload-model"], ["--save-model"]),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS)
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_bad_input_is_one_line_and_exit_2(script, bad, tmp_path):
+    args, fragments = BAD_INPUTS[bad]
+    proc = run_script(script.file, *args, cwd=tmp_path, check=False, timeout=300, env=script_run_env(script))
+    assert_user_error(proc, f"{script.file}: error:", *fragments)
+    assert list(tmp_path.iterdir()) == [], "no work may start before the arguments are checked"
+
+
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_unknown_environment_is_one_line_and_exit_2(script, tmp_path):
+    args = [*script.args, "--env-id", script.unknown_env_id]
+    proc = run_script(script.file, *args, cwd=tmp_path, check=False, timeout=300, env=script_run_env(script))
+    assert_user_error(proc, f"{script.file}: error:", script.unknown_env_id)
+    assert not (tmp_path / "runs").exists(), "no work may start before the environment is known"
+
+
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_upload_without_cleanrl_utils_stops_before_training(script, tmp_path):
+    """The script copied alone, cleanrl_utils nowhere on the path, run from another folder: --upload-model needs
+    the package, and one line says how to install it before any training starts."""
+    alone, elsewhere = tmp_path / "alone", tmp_path / "elsewhere"
+    alone.mkdir(), elsewhere.mkdir()
+    (alone / script.file).write_text((SCRIPTS / script.file).read_text())
+    env = without_cleanrl_utils_env(tmp_path, **script.env)
+    args = [*script.args, "--save-model", "--upload-model"]
+    proc = run_script(alone / script.file, *args, cwd=elsewhere, check=False, timeout=300, env=env)
+    assert_user_error(proc, f"{script.file}: error:", "cleanrl_utils", "pip install -e .")
+    assert list(elsewhere.iterdir()) == [], "no training may start"
+
+
+# ---- tiny runs ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=TABLE, ids=str)
+def script(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def uploaded_run(script, tmp_path_factory):
+    """The tiny run in a folder of its own, with --save-model, --upload-model --hf-entity my-org (to the stand-in
+    Hub) and, where offered, --capture-video. Returns (its folder, the finished process, the upload's record)."""
+    cwd = tmp_path_factory.mktemp(f"{script}_uploaded")
+    env, record = fake_hub_env(cwd, **script.env)
+    args = [*script.args, "--save-model", "--upload-model", "--hf-entity", "my-org"]
+    proc = run_script(script.file, *args, *["--capture-video"] * script.video, cwd=cwd, env=env)
+    return cwd, proc, record
+
+
+@pytest.fixture(scope="module")
+def copied_run(script, tmp_path_factory):
+    """The same run but for the upload, copied alone into an empty folder and every flag spelled with underscores.
+    Returns its run folder."""
+    args = underscored([*script.args, "--save-model", *["--capture-video"] * script.video])
+    tmp_path = tmp_path_factory.mktemp(f"{script}_copied")
+    return run_copied_alone(script.file, *args, tmp_path=tmp_path, env=script_run_env(script))
+
+
+def test_tiny_run_logs_every_metric_saves_and_evaluates(script, uploaded_run):
+    cwd, proc, _ = uploaded_run
+    run_dir = only_run_dir(cwd)
+    prefix = f"{script.env_id}__{script.name}__1__"
+    scalars = check_smoke_run(run_dir, prefix, script.sps_steps, proc.stdout, script.metrics)
+    assert (run_dir / f"{script.name}.cleanrl_model").is_file()
+    assert [step for step, _ in scalars["eval/episodic_return"]] == list(range(10))
+    assert len([line for line in proc.stdout.splitlines() if line.startswith("eval_episode=")]) == 10
+    if script.video:
+        assert video_files(cwd, run_dir.name) and video_files(cwd, f"{run_dir.name}-eval")
+
+
+def test_upload_holds_the_run_and_its_model_card(script, uploaded_run):
+    _, _, record = uploaded_run
+    uploaded = json.loads(record.read_text())
+    assert uploaded["created"] == uploaded["uploaded"] == f"my-org/{script.env_id}-{script.name}-seed1"
+    files = set(uploaded["files"])
+    assert {f"{script.name}.cleanrl_model", script.file, "README.md"} <= files
+    assert any(name.startswith("events.out.tfevents") for name in files)
+    assert ("replay.mp4" in files) == script.video
+    card = uploaded["card"]
+    assert script.env_id in card and script.file in card and "mean_reward" in card
+    assert f"--exp-name {script.name} --env-id {script.env_id} --hf-entity my-org" in card
+
+
+def test_copied_alone_with_underscore_flags_trains_saves_evaluates(script, copied_run):
+    cwd = copied_run.parents[1]
+    assert copied_run.name.startswith(f"{script.env_id}__{script.name}__1__"), "the underscore flags took effect"
+    assert (copied_run / f"{script.name}.cleanrl_model").is_file()
+    assert [step for step, _ in read_scalars(copied_run)["eval/episodic_return"]] == list(range(10))
+    if script.video:
+        assert video_files(cwd, copied_run.name) and video_files(cwd, f"{copied_run.name}-eval")
+
+
+def test_same_seed_logs_identical_scalars(uploaded_run, copied_run):
+    """Same seed, same arguments (on the CPU, with --torch-deterministic where the script has it): every scalar is
+    the same, apart from the speed."""
+    assert_same_scalars(only_run_dir(uploaded_run[0]), copied_run)
+
+
+def test_enjoy_replays_the_saved_model(script, uploaded_run, tmp_path):
+    """python -m cleanrl_utils.enjoy plays the saved model with the script's own evaluate."""
+    model = only_run_dir(uploaded_run[0]) / f"{script.name}.cleanrl_model"
+    args = ["--exp-name", script.name, "--env-id", script.env_id, "--model-path", model, "--eval-episodes", "2"]
+    proc = run_python("-m", "cleanrl_utils.enjoy", *args, cwd=tmp_path, env=script_run_env(script, ROOT), timeout=300)
+    lines = proc.stdout.splitlines()
+    episodes = [line.split(",")[0] for line in lines if line.startswith("eval_episode=")]
+    assert episodes == ["eval_episode=0", "eval_episode=1"]
+    assert lines[-1].startswith("episodic return over 2 episodes: ")

@@ -7,9 +7,10 @@ of the same script.
     python -m benchmark.speed ppo --compare /tmp/old.py --repeats 5   # the two versions in turn, 5 runs each
 
 The raw rate steps the vector environment the script builds (its make_env, same number of environments) with
-random actions and nothing else. With --compare, the two versions run alternately with the same arguments, and the
-ratio of their median SPS is new / old. Arguments this command does not know go to the script (`--num-steps 64`).
-Run it alone on the machine: any other load skews both.
+random actions and nothing else (not for Isaac Gym, whose environments take tensors: give --raw-steps 0). With
+--compare, the two versions run alternately with the same arguments, and the ratio of their median SPS is
+new / old. Arguments this command does not know go to the script (`--num-steps 64`). Run it alone on the machine:
+any other load skews both.
 """
 
 import statistics

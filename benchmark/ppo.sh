@@ -18,6 +18,16 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:classic]
 }
 
+continuous() {
+# --8<-- [start:continuous]
+python -m cleanrl_utils.benchmark \
+    --env-ids HalfCheetah-v4 Hopper-v4 Walker2d-v4 InvertedPendulum-v4 dm_control/cartpole-balance-v0 \
+    --command "python cleanrl/ppo_continuous_action.py --no-cuda" \
+    --num-seeds 3 \
+    --workers 2
+# --8<-- [end:continuous]
+}
+
 atari() {
 # --8<-- [start:atari]
 python -m cleanrl_utils.benchmark \
@@ -106,7 +116,7 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:pettingzoo]
 }
 
-blocks=(classic atari envpool jax isaacgym procgen pettingzoo)
+blocks=(classic continuous atari envpool jax isaacgym procgen pettingzoo)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

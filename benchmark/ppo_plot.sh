@@ -36,6 +36,12 @@ jax() {
         --env-ids Pong-v5 Breakout-v5 BeamRider-v5 --metric charts/avg_episodic_return
 }
 
+continuous() {
+    # the environments of benchmark/ppo.sh continuous
+    report continuous --exp-names ppo_continuous_action \
+        --env-ids HalfCheetah-v4 Hopper-v4 Walker2d-v4 InvertedPendulum-v4 dm_control/cartpole-balance-v0
+}
+
 mujoco() {
     report mujoco --exp-names ppo_continuous_action \
         --env-ids HalfCheetah-v4 Walker2d-v4 Hopper-v4 InvertedPendulum-v4 Humanoid-v4 Pusher-v4
@@ -60,7 +66,7 @@ isaacgym() {
     report isaacgym --exp-names ppo_continuous_action_isaacgym --env-ids Ant Cartpole
 }
 
-blocks=(classic atari envpool jax mujoco dm_control procgen pettingzoo isaacgym)
+blocks=(classic atari envpool jax continuous mujoco dm_control procgen pettingzoo isaacgym)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo_plot.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

@@ -91,25 +91,6 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message):
-    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
-    print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def check_args(args):
-    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
-    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
-    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
-        return f"{', '.join(bad)} must be positive"
-    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
-        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
-    if (args.num_envs * args.num_steps) % args.num_minibatches or args.num_envs * args.num_steps > args.total_timesteps:
-        return "--num-envs x --num-steps must divide into --num-minibatches and be at most --total-timesteps"
-    if args.upload_model and not args.save_model:
-        return "--upload-model uploads the saved model: add --save-model"
-
-
 @flax.struct.dataclass
 class RecordEpisodeStatistics:
     """Whole games, though an episode ends at every lost life and rewards are clipped: a game sums EnvPool's unclipped
@@ -236,6 +217,35 @@ def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss, valid):
     v_clipped = oldvalue + jnp.clip(newvalue - oldvalue, -clip_coef, clip_coef)
     v_loss_clipped = (v_clipped - returns) ** 2
     return 0.5 * masked_mean(jnp.maximum(v_loss_unclipped, v_loss_clipped), valid)
+
+
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
+    print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    bad = [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]
+    if bad:
+        return f"{', '.join(bad)} must be positive"
+    if not 0 <= args.gamma <= 1:
+        return f"--gamma must lie in [0, 1], got {args.gamma}"
+    if not 0 <= args.gae_lambda <= 1:
+        return f"--gae-lambda must lie in [0, 1], got {args.gae_lambda}"
+    if args.clip_coef < 0:
+        return f"--clip-coef must be at least 0, got {args.clip_coef}"
+    if args.target_kl is not None and args.target_kl <= 0:
+        return f"--target-kl must be positive (leave it out for no early stopping), got {args.target_kl}"
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        return f"--num-minibatches {args.num_minibatches} must divide --num-envs x --num-steps = {batch_size}"
+    if batch_size > args.total_timesteps:
+        return f"--num-envs x --num-steps = {batch_size} must be at most --total-timesteps {args.total_timesteps}"
+    if args.upload_model and not args.save_model:
+        return "--upload-model uploads the saved model: add --save-model"
 
 
 def rollout_step(params, episode_stats, handle, next_obs, next_done, key, agent, step_env):

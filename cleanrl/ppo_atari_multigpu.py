@@ -110,36 +110,6 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(message):
-    """One line on stderr and exit status 2: how every error a user can cause ends, before any training.
-    Every process finds the same error; rank 0 alone reports it."""
-    if int(os.getenv("RANK", "0")) == 0:
-        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def check_args(args):
-    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
-    sizes = ("total_timesteps", "local_num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
-    if bad := [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]:
-        return f"{', '.join(bad)} must be positive"
-    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
-        return f"--gamma and --gae-lambda must lie in [0, 1], got {args.gamma} and {args.gae_lambda}"
-    local_batch_size = args.local_num_envs * args.num_steps  # each process splits its own batch into minibatches
-    if local_batch_size % args.num_minibatches or local_batch_size * args.world_size > args.total_timesteps:
-        return (
-            f"--local-num-envs x --num-steps must divide into --num-minibatches, and x {args.world_size} processes "
-            "be at most --total-timesteps"
-        )
-    gpus = range(torch.cuda.device_count() if args.cuda and torch.cuda.is_available() else 0)
-    if args.device_ids and (len(args.device_ids) != args.world_size or any(i not in gpus for i in args.device_ids)):
-        return f"--device-ids must give each of the {args.world_size} processes one of this run's {len(gpus)} GPUs"
-    if (args.backend == "nccl" and not gpus) or (args.backend == "mpi" and not dist.is_mpi_available()):
-        return f"--backend {args.backend} is not available here (nccl needs GPUs, mpi an MPI build); use gloo"
-    if args.upload_model and not args.save_model:
-        return "--upload-model uploads the saved model: add --save-model"
-
-
 def make_env(env_id, idx, capture_video, run_name):
     def thunk():
         if capture_video and idx == 0:
@@ -252,6 +222,46 @@ def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
     v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
     v_loss_clipped = (v_clipped - returns) ** 2
     return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+
+
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training.
+    Every process finds the same error; rank 0 alone reports it."""
+    if int(os.getenv("RANK", "0")) == 0:
+        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "local_num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    bad = [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]
+    if bad:
+        return f"{', '.join(bad)} must be positive"
+    if not 0 <= args.gamma <= 1:
+        return f"--gamma must lie in [0, 1], got {args.gamma}"
+    if not 0 <= args.gae_lambda <= 1:
+        return f"--gae-lambda must lie in [0, 1], got {args.gae_lambda}"
+    if args.clip_coef < 0:
+        return f"--clip-coef must be at least 0, got {args.clip_coef}"
+    if args.target_kl is not None and args.target_kl <= 0:
+        return f"--target-kl must be positive (leave it out for no early stopping), got {args.target_kl}"
+    local_batch_size = args.local_num_envs * args.num_steps  # each process splits its own batch into minibatches
+    if local_batch_size % args.num_minibatches:
+        return (
+            f"--num-minibatches {args.num_minibatches} must divide --local-num-envs x --num-steps = {local_batch_size}"
+        )
+    batch_size = local_batch_size * args.world_size
+    if batch_size > args.total_timesteps:
+        processes = f"{args.world_size} processes x --local-num-envs x --num-steps = {batch_size}"
+        return f"{processes} must be at most --total-timesteps {args.total_timesteps}"
+    gpus = range(torch.cuda.device_count() if args.cuda and torch.cuda.is_available() else 0)
+    if args.device_ids and (len(args.device_ids) != args.world_size or any(i not in gpus for i in args.device_ids)):
+        return f"--device-ids must give each of the {args.world_size} processes one of this run's {len(gpus)} GPUs"
+    if (args.backend == "nccl" and not gpus) or (args.backend == "mpi" and not dist.is_mpi_available()):
+        return f"--backend {args.backend} is not available here (nccl needs GPUs, mpi an MPI build); use gloo"
+    if args.upload_model and not args.save_model:
+        return "--upload-model uploads the saved model: add --save-model"
 
 
 def average_gradients(params, world_size):

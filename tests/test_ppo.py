@@ -96,7 +96,8 @@ def test_every_finished_episode_is_logged(tmp_path, env_id, length):
     ("args", "fragments"),
     [
         (["--total-timesteps", "100"], ["be at most --total-timesteps"]),
-        (["--gamma", "1.5"], ["--gamma and --gae-lambda must lie in [0, 1]", "1.5"]),
+        (["--gamma", "1.5"], ["--gamma must lie in [0, 1]", "1.5"]),
+        (["--gae-lambda", "-0.1"], ["--gae-lambda must lie in [0, 1]", "-0.1"]),
         (["--env-id", "Pendulum-v1"], ["Pendulum-v1 has", "needs Box and Discrete ones"]),
         (["--env-id", "FrozenLake-v1"], ["FrozenLake-v1 has Discrete(16) observations", "needs Box and Discrete ones"]),
     ],

@@ -43,7 +43,7 @@ def test_lstm_weights_are_orthogonal_and_biases_zero(agent):
 def test_a_minibatch_holds_whole_environments():
     """2 x 128 steps divide into 4 minibatches of steps, but 2 environments do not divide into 4 minibatches."""
     args = lstm.Args(num_envs=2, num_steps=128, num_minibatches=4, total_timesteps=1024)
-    assert "--num-envs must divide into --num-minibatches" in lstm.check_args(args)
+    assert "--num-minibatches 4 must divide --num-envs 2" in lstm.check_args(args)
     assert lstm.check_args(lstm.Args(num_envs=4, num_steps=128, num_minibatches=4, total_timesteps=1024)) is None
 
 

@@ -48,11 +48,13 @@ def test_sizes_devices_and_backends_are_checked(monkeypatch):
     assert "--local-num-envs must be positive" in checked(monkeypatch, local_num_envs=0)
     # each process splits its own batch: 2 x 128 into 4 minibatches is fine, 2 x 2 into 8 is not
     assert checked(monkeypatch, local_num_envs=2, num_minibatches=4, total_timesteps=1024, world_size=2) is None
-    assert "must divide into --num-minibatches" in checked(
+    assert "--num-minibatches 8 must divide --local-num-envs x --num-steps = 4" in checked(
         monkeypatch, local_num_envs=2, num_steps=2, num_minibatches=8
     )
     # the total must cover one batch of all processes: 4 x 8 x 128 = 4096
-    assert "x 4 processes be at most --total-timesteps" in checked(monkeypatch, total_timesteps=2048, world_size=4)
+    assert "4 processes x --local-num-envs x --num-steps = 4096 must be at most" in checked(
+        monkeypatch, total_timesteps=2048, world_size=4
+    )
     assert checked(monkeypatch, total_timesteps=4096, world_size=4) is None
     # one device id per process; ids may repeat, and must be GPUs of this machine, with CUDA on
     gpus = {"cuda_available": True, "device_count": 2}

@@ -204,7 +204,9 @@ def test_derived_sizes_are_not_flags(script, capsys):
 
 BAD_INPUTS = {
     "non-positive size": (["--num-steps", "0"], ["--num-steps must be positive"]),
-    "batch does not divide": (["--num-minibatches", "3"], ["--num-minibatches"]),
+    "batch does not divide": (["--num-minibatches", "3"], ["--num-minibatches 3 must divide"]),
+    "negative clip coefficient": (["--clip-coef", "-0.1"], ["--clip-coef must be at least 0", "-0.1"]),
+    "non-positive target KL": (["--target-kl", "0"], ["--target-kl must be positive"]),
     "upload without saving": (["--upload-model"], ["--save-model"]),
 }
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 
@@ -113,11 +114,6 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def sample(logits):
-    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
-    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
-
-
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
@@ -141,11 +137,10 @@ class Agent(nn.Module):
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)
+        probs = Categorical(logits=logits)
         if action is None:
-            action = sample(logits)
-        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
-        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -287,18 +282,19 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    torch.set_num_threads(1)  # tiny networks: one thread beats waking a pool for every small op
 
     agent = Agent(envs).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, in numpy like the environments
     obs = np.zeros(
         (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
     )
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
+    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
@@ -321,8 +317,10 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action = sample(agent.actor(torch.from_numpy(next_obs).to(device)))  # values come after the rollout
+                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
+                values[step] = value.flatten().cpu().numpy()
             actions[step] = action.cpu().numpy()
+            logprobs[step] = logprob.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
@@ -334,16 +332,15 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
         # flatten the batch
         b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
         b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        with torch.no_grad():
-            _, b_logprobs, _, values = agent.get_action_and_value(b_obs, b_actions)  # unchanged parameters: one pass
-            values = values.reshape(args.num_steps, args.num_envs).cpu().numpy()
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)
@@ -374,7 +371,7 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:

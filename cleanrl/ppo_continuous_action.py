@@ -101,10 +101,13 @@ def make_env(env_id, idx, capture_video, run_name, gamma):
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
             env = gym.make(env_id)
+        if hasattr(env.unwrapped, "_ctrl_cost_weight"):  # MuJoCo's control cost in float64, as under NumPy 1
+            env.unwrapped._ctrl_cost_weight = np.float64(env.unwrapped._ctrl_cost_weight)
         env = gym.wrappers.FlattenObservation(env)  # deal with dm_control's Dict observation space
         env = gym.wrappers.RecordEpisodeStatistics(env)
         env = gym.wrappers.ClipAction(env)
         env = gym.wrappers.NormalizeObservation(env)
+        env.obs_rms = gym.wrappers.utils.RunningMeanStd(shape=env.observation_space.shape)  # Gymnasium 0.29's float64
         env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10), env.observation_space)
         env = gym.wrappers.NormalizeReward(env, gamma=gamma)
         env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
@@ -244,8 +247,10 @@ def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=
     while not isinstance(normalizer, gym.wrappers.NormalizeObservation):  # down the wrapper stack
         normalizer = normalizer.env
     normalizer.update_running_mean = False  # the saved statistics, frozen
-    rms, saved = normalizer.obs_rms, checkpoint["obs_rms"]
-    rms.mean, rms.var, rms.count = (saved[key].cpu().numpy() for key in ("mean", "var", "count"))
+    rms = normalizer.obs_rms
+    rms.mean = checkpoint["obs_rms"]["mean"].cpu().numpy()
+    rms.var = checkpoint["obs_rms"]["var"].cpu().numpy()
+    rms.count = checkpoint["obs_rms"]["count"].cpu().numpy()
     obs, _ = envs.reset(seed=seed)
     episodic_returns = []
     while len(episodic_returns) < eval_episodes:
@@ -310,19 +315,19 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    torch.set_num_threads(1)  # tiny networks: one thread beats waking a pool for every small op
-    torch.distributions.Distribution.set_default_validate_args(False)  # no argument checks in every Normal
 
     agent = Agent(envs).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, in numpy like the environments
     obs = np.zeros(
         (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
     )
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.float32)
+    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
@@ -345,9 +350,10 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action_mean = agent.actor_mean(torch.from_numpy(next_obs).to(device))  # values come after the rollout
-                action = Normal(action_mean, agent.actor_logstd.exp()).sample()
+                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
+                values[step] = value.flatten().cpu().numpy()
             actions[step] = action.cpu().numpy()
+            logprobs[step] = logprob.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
@@ -359,16 +365,15 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
         # flatten the batch
         b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
         b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        with torch.no_grad():
-            _, b_logprobs, _, values = agent.get_action_and_value(b_obs, b_actions)  # unchanged parameters: one pass
-            values = values.reshape(args.num_steps, args.num_envs).cpu().numpy()
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)
@@ -399,7 +404,7 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
@@ -428,13 +433,16 @@ if __name__ == "__main__":
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
-        rms = envs.envs[0].get_wrapper_attr("obs_rms")  # env 0's observation statistics: needed to act as trained
+        normalizer = envs.envs[0]
+        while not isinstance(normalizer, gym.wrappers.NormalizeObservation):  # down the wrapper stack
+            normalizer = normalizer.env
+        rms = normalizer.obs_rms  # env 0's observation statistics: needed to act as trained
         obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": torch.tensor(rms.count)}
         torch.save({"agent": agent.state_dict(), "obs_rms": obs_rms}, model_path)
         print(f"model saved to {model_path}")
 
         episodic_returns = evaluate(
-            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed
+            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed, args.gamma
         )
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)

@@ -371,17 +371,16 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    torch.set_num_threads(1)  # tiny networks: one thread beats waking a pool for every small op
-    torch.distributions.Distribution.set_default_validate_args(False)  # no argument checks in every Normal
-
     agent = Agent(envs).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, on the device like the environments' tensors
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
     rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
     episode_returns = torch.zeros((args.num_steps, args.num_envs), dtype=torch.float64, device=device)
     episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
 
@@ -406,9 +405,10 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action_mean = agent.actor_mean(next_obs)  # values come after the rollout
-                action = Normal(action_mean, agent.actor_logstd.exp()).sample()
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
             actions[step] = action
+            logprobs[step] = logprob
 
             # TRY NOT TO MODIFY: execute the game and log data.
             # (the task's reward and done tensors are its own buffers, which its next step overwrites: copied here)
@@ -423,16 +423,15 @@ if __name__ == "__main__":
             writer.add_scalar("charts/episodic_length", episodic_length, ended_at)
             recent_returns.append(episodic_return)
 
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
         # flatten the batch
         b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
         b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-        with torch.no_grad():
-            _, b_logprobs, _, values = agent.get_action_and_value(b_obs, b_actions)  # unchanged parameters: one pass
-            values = values.reshape(args.num_steps, args.num_envs)
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         b_advantages = advantages.reshape(-1)
         b_returns = returns.reshape(-1)
         b_values = values.reshape(-1)
@@ -463,7 +462,7 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:

@@ -134,6 +134,23 @@ def test_normalisation_is_gymnasiums_wrappers_across_terminations_and_truncation
     assert {float(action[0]) for action in env.actions} == {-1.0, 1.0}
 
 
+def test_make_env_computes_as_gymnasium_0_29_with_numpy_1():
+    """The two roundings by which Gymnasium 1.x with NumPy 2 departs from the reference's own stack, undone in
+    make_env: float64 observation statistics (1.x makes them float32), and a MuJoCo task's control cost in float64
+    (NumPy 2 computes it in float32 for a float32 action). tests/conformance checks the numbers that follow."""
+    env = ppo.make_env("HalfCheetah-v4", 0, False, "unused", 0.99)()
+    normalizer = env
+    while not isinstance(normalizer, gym.wrappers.NormalizeObservation):
+        normalizer = normalizer.env
+    assert normalizer.obs_rms.mean.dtype == normalizer.obs_rms.var.dtype == np.float64
+    env.reset(seed=1)
+    action = np.full(6, 0.3, np.float32)
+    _, _, _, _, info = env.step(action)
+    env.close()
+    squares = np.sum(np.square(action))  # float32, under NumPy 1 as under NumPy 2
+    assert type(info["reward_ctrl"]) is np.float64 and info["reward_ctrl"] == -(0.1 * np.float64(squares))
+
+
 # ---- the saved model carries the observation statistics; evaluation uses them, frozen -------------------------------
 
 

@@ -9,6 +9,7 @@ written by hand; this fills `reference[STACK]` with {tag: [[step, value], ...]} 
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -40,7 +41,10 @@ def dump(record):
     text = json.dumps(record, indent=1)
     for stack in record.get("reference", {}).values():
         for tag, points in stack.items():
-            text = text.replace(json.dumps({tag: points}, indent=1)[2:-2], f"{json.dumps(tag)}: {json.dumps(points)}")
+            # the tag's indented rendering, at whatever depth, becomes one line
+            indented = re.compile(r"( *)" + re.escape(json.dumps(tag)) + r": \[\n.*?\n\1\]", re.S)
+            text = indented.sub(lambda m: f"{m.group(1)}{json.dumps(tag)}: {json.dumps(points)}", text, count=1)
+    assert json.loads(text) == record
     return text + "\n"
 
 

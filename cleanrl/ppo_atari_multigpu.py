@@ -305,7 +305,8 @@ def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=
 if __name__ == "__main__":
     args = tyro.cli(Args)
     # torchrun tells each process its place: RANK among all, LOCAL_RANK on this machine; plain python is a world of one
-    rank, local_rank = int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0"))
+    rank = int(os.getenv("RANK", "0"))
+    local_rank = int(os.getenv("LOCAL_RANK", "0"))
     args.world_size = int(os.getenv("WORLD_SIZE", "1"))
     if problem := check_args(args):
         fail(problem)

@@ -13,10 +13,12 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 try:
     import ale_py
+    import cv2
 
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
         from stable_baselines3.common import atari_wrappers
@@ -111,7 +113,9 @@ def make_env(env_id, idx, capture_video, run_name):
             env = atari_wrappers.FireResetEnv(env)
         env = atari_wrappers.ClipRewardEnv(env)
         env = gym.wrappers.ResizeObservation(env, (84, 84))
-        env = gym.wrappers.GrayscaleObservation(env)
+        # cv2's grey (0.299 R + 0.587 G + 0.114 B, rounded) as in Gymnasium 0.x, not 1.x's GrayscaleObservation
+        grey = gym.spaces.Box(0, 255, (84, 84), np.uint8)
+        env = gym.wrappers.TransformObservation(env, lambda obs: cv2.cvtColor(obs, cv2.COLOR_RGB2GRAY), grey)
         env = gym.wrappers.FrameStackObservation(env, 1)  # one frame: the LSTM remembers the rest
         return env
 
@@ -131,11 +135,6 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
-
-
-def sample(logits):
-    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
-    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
 class Agent(nn.Module):
@@ -184,16 +183,16 @@ class Agent(nn.Module):
         return new_hidden, lstm_state
 
     def get_value(self, x, lstm_state, done):
-        return self.critic(self.get_states(x, lstm_state, done)[0])
+        hidden, _ = self.get_states(x, lstm_state, done)
+        return self.critic(hidden)
 
     def get_action_and_value(self, x, lstm_state, done, action=None):
-        x, lstm_state = self.get_states(x, lstm_state, done)  # the LSTM's outputs, for both heads
-        logits = self.actor(x)
+        hidden, lstm_state = self.get_states(x, lstm_state, done)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
         if action is None:
-            action = sample(logits)
-        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
-        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x), lstm_state
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -342,7 +341,7 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, in numpy like the environments
@@ -384,8 +383,9 @@ if __name__ == "__main__":
                 action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
                     torch.from_numpy(next_obs).to(device), next_lstm_state, torch.from_numpy(next_done).to(device)
                 )
-                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+                values[step] = value.flatten().cpu().numpy()
             actions[step] = action.cpu().numpy()
+            logprobs[step] = logprob.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
@@ -397,19 +397,19 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
-        # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
-        b_dones = torch.from_numpy(dones.reshape(-1)).to(device)
+        # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(
                 torch.from_numpy(next_obs).to(device), next_lstm_state, torch.from_numpy(next_done).to(device)
             )
             next_value = next_value.reshape(1, -1).cpu().numpy()
-
-        # bootstrap value if not done
         advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
+        # flatten the batch
+        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
+        b_dones = torch.from_numpy(dones.reshape(-1)).to(device)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)

@@ -1,6 +1,8 @@
 """cleanrl/ppo_atari.py: a run on a v5 id, the Atari wrappers (on a stand-in game whose score is known, and on real
 ROMs) and the whole-game episode statistics. What every script does the same way is in test_scripts.py."""
 
+import hashlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -117,7 +119,7 @@ def test_the_wrapper_stack(env_id, sticky):
         layer = layer.env
     order = [
         "FrameStackObservation",
-        "GrayscaleObservation",
+        "TransformObservation",
         "ResizeObservation",
         "ClipRewardEnv",
         "FireResetEnv",
@@ -131,6 +133,35 @@ def test_the_wrapper_stack(env_id, sticky):
     obs, _ = env.reset(seed=1)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
     env.close()
+
+
+def test_grey_is_cv2s_rounded_luma_as_in_gymnasium_0x():
+    """The grey of Gymnasium 0.29's GrayScaleObservation (cv2: 0.299 R + 0.587 G + 0.114 B, rounded), not 1.x's
+    GrayscaleObservation (0.2125 R + 0.7154 G + 0.0721 B, truncated): pure red is 76, not 54."""
+    env = ppo_atari.make_env("BreakoutNoFrameskip-v4", 0, False, "unused")()
+    grey = env.env  # below the frame stack
+    assert type(grey).__name__ == "TransformObservation" and grey.observation_space.shape == (84, 84)
+    colours = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [200, 72, 72], [1, 1, 1]]], np.uint8)
+    assert grey.func(colours).tolist() == [[76, 150, 29, 110, 1]]
+    env.close()
+
+
+def test_frames_are_the_pixels_of_the_reference_stack():
+    """BreakoutNoFrameskip-v4, seed 1, 200 steps of actions 0, 1, 2, 3, 0, ... (a life is lost on the way): the
+    observations hash to what the reference's make_env gave on Gymnasium 0.29.1, ale-py 0.9.1 and OpenCV 4.10
+    (Gymnasium 1.x's own grayscale gives 18% of the pixels other values)."""
+    env = ppo_atari.make_env("BreakoutNoFrameskip-v4", 0, False, "unused")()
+    digest = hashlib.sha256()
+    obs, _ = env.reset(seed=1)
+    digest.update(obs.tobytes())
+    for t in range(200):
+        obs, _, terminated, truncated, _ = env.step(t % 4)
+        digest.update(obs.tobytes())
+        if terminated or truncated:
+            obs, _ = env.reset()
+            digest.update(obs.tobytes())
+    env.close()
+    assert digest.hexdigest() == "2a7b98e7e16b5bd0d05126936ea66a3f32e7fb99f55e7d880d3adf2ac4ff3944"
 
 
 def test_fire_reset_only_where_the_game_has_fire():

@@ -17,7 +17,7 @@ def zero_state(num_envs):
 def agent():
     envs = vector_env(lstm, "BreakoutNoFrameskip-v4", 1)
     torch.manual_seed(1)
-    agent = lstm.Agent(envs).to(memory_format=torch.channels_last)  # as the script builds it
+    agent = lstm.Agent(envs)
     envs.close()
     return agent
 

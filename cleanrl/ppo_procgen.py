@@ -149,7 +149,7 @@ class ScaleRewardByReturn(gym.vector.VectorWrapper):
         self.return_rms.update(self.returns)
         std = np.sqrt(self.return_rms.var + self.epsilon).astype(rewards.dtype)  # in float32, as NumPy 1.x divided
         rewards = rewards / std
-        self.returns[terminations | truncations] = 0.0
+        self.returns[np.logical_or(terminations, truncations)] = 0.0
         return obs, rewards, terminations, truncations, infos
 
 

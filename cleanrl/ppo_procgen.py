@@ -133,8 +133,7 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
 
 class ScaleRewardByReturn(gym.vector.VectorWrapper):
     """Divides each reward by the running standard deviation of the discounted return, as Gym 0.x's NormalizeReward
-    did: the return takes in the reward of an episode's last step, then starts again at 0. (Gymnasium 1.x's vector
-    NormalizeReward starts it again one step early, on the last step, and keeps it in float32.)"""
+    did: the return takes in an episode's last reward, then restarts at 0 (Gymnasium 1.x's restarts it on that step)."""
 
     def __init__(self, env, gamma, epsilon=1e-8):
         super().__init__(env)

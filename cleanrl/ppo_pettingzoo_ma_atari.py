@@ -107,7 +107,7 @@ def make_env(env_id, num_envs, capture_video, run_name):
     env = pettingzoo.make("parallel", f"atari/{env_id}", auto_rom_install_path=ROM_DIR, render_mode="rgb_array")
     env = ss.max_observation_v0(env, 2)  # the max of the last 2 frames seen
     env = ss.frame_skip_v0(env, 4)  # 4 frames an action
-    env = ss.color_reduction_v0(env, mode="B")  # grayscale
+    env = ss.color_reduction_v0(env, mode="B")  # one channel: the blue one
     env = ss.resize_v1(env, x_size=84, y_size=84)
     env = ss.frame_stack_v1(env, 4)
     env = ss.agent_indicator_v0(env, type_only=False)  # after the 4 frames, a plane per player

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 try:
@@ -104,16 +105,23 @@ class SelfPlayVectorEnv(gym.vector.VectorWrapper):  # SuperSuit's players, as Gy
 
 def make_env(env_id, num_envs, capture_video, run_name):
     env = pettingzoo.make("parallel", f"atari/{env_id}", auto_rom_install_path=ROM_DIR, render_mode="rgb_array")
-    env = ss.frame_skip_v0(ss.max_observation_v0(env, 2), 4)  # 4 frames an action, the max of the last 2 seen
-    env = ss.resize_v1(ss.color_reduction_v0(env, mode="B"), x_size=84, y_size=84)  # grayscale, 84x84
-    env = ss.agent_indicator_v0(ss.frame_stack_v1(env, 4), type_only=False)  # 4 frames, then a plane per player
+    env = ss.max_observation_v0(env, 2)  # the max of the last 2 frames seen
+    env = ss.frame_skip_v0(env, 4)  # 4 frames an action
+    env = ss.color_reduction_v0(env, mode="B")  # one channel: the blue one
+    env = ss.resize_v1(env, x_size=84, y_size=84)
+    env = ss.frame_stack_v1(env, 4)
+    env = ss.agent_indicator_v0(env, type_only=False)  # after the 4 frames, a plane per player
     env = ss.pettingzoo_env_to_vec_env_v1(env)  # one sub-environment per player
-    if (num_envs := num_envs or env.num_envs) % env.num_envs:  # num_envs None: one game
+    if num_envs is None:  # one game
+        num_envs = env.num_envs
+    if num_envs % env.num_envs:
         raise ValueError(f"--num-envs must be a multiple of {env.num_envs}, the players of a game")
     envs = ss.concat_vec_envs_v1(env, num_envs // env.num_envs, num_cpus=0, base_class="gymnasium")
-    envs.single_observation_space, envs.single_action_space = envs.observation_space, envs.action_space
+    envs.single_observation_space = envs.observation_space
+    envs.single_action_space = envs.action_space
     envs.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "render_fps": 15}  # 60 frames/s, 4 a step
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(SelfPlayVectorEnv(envs))
+    envs = SelfPlayVectorEnv(envs)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     if capture_video:
         envs = gym.wrappers.vector.RecordVideo(envs, f"videos/{run_name}", record_first_only=True)
     envs.num_players = env.num_envs  # sub-environment i is player i % num_players of its game
@@ -130,11 +138,6 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
-
-
-def sample(logits):
-    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
-    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
 
 
 class Agent(nn.Module):
@@ -158,13 +161,12 @@ class Agent(nn.Module):
         return self.critic(self.network(x.permute((0, 3, 1, 2)) / 255.0))  # "bhwc" -> "bchw"; indicators: 255 -> 1
 
     def get_action_and_value(self, x, action=None):
-        x = self.network(x.permute((0, 3, 1, 2)) / 255.0)  # the features of the shared trunk, for both heads
-        logits = self.actor(x)
+        hidden = self.network(x.permute((0, 3, 1, 2)) / 255.0)  # "bhwc" -> "bchw"; indicators: 255 -> 1
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
         if action is None:
-            action = sample(logits)
-        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
-        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -299,7 +301,7 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, in numpy like the environments
@@ -334,8 +336,9 @@ if __name__ == "__main__":
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+                values[step] = value.flatten().cpu().numpy()
             actions[step] = action.cpu().numpy()
+            logprobs[step] = logprob.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
@@ -348,15 +351,15 @@ if __name__ == "__main__":
                     writer.add_scalar(f"charts/episodic_length{tag}", episodic_length, global_step)
                 recent_lengths.append(episodic_length)
 
-        # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-
-        # bootstrap value if not done
         advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
+        # flatten the batch
+        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 try:
@@ -130,12 +131,33 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
             self.venv.env.close()
 
 
+class ScaleRewardByReturn(gym.vector.VectorWrapper):
+    """Divides each reward by the running standard deviation of the discounted return, as Gym 0.x's NormalizeReward
+    did: the return takes in an episode's last reward, then restarts at 0 (Gymnasium 1.x's restarts it on that step)."""
+
+    def __init__(self, env, gamma, epsilon=1e-8):
+        super().__init__(env)
+        self.return_rms = gym.wrappers.utils.RunningMeanStd(shape=())
+        self.returns = np.zeros(self.num_envs)
+        self.gamma = gamma
+        self.epsilon = epsilon
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        self.returns = self.returns * self.gamma + rewards
+        self.return_rms.update(self.returns)
+        std = np.sqrt(self.return_rms.var + self.epsilon).astype(rewards.dtype)  # in float32, as NumPy 1.x divided
+        rewards = rewards / std
+        self.returns[np.logical_or(terminations, truncations)] = 0.0
+        return obs, rewards, terminations, truncations, infos
+
+
 def make_env(env_id, num_envs, capture_video, run_name, gamma=0.999):
     envs = ProcgenVectorEnv(env_id, num_envs)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     if capture_video:
         envs = gym.wrappers.vector.RecordVideo(envs, f"videos/{run_name}", record_first_only=True)
-    envs = gym.wrappers.vector.NormalizeReward(envs, gamma=gamma)
+    envs = ScaleRewardByReturn(envs, gamma=gamma)
     envs = gym.wrappers.vector.ClipReward(envs, -10, 10)
     return envs
 
@@ -154,47 +176,65 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def sample(logits):
-    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
-    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
-
-
 # the IMPALA CNN, as in https://github.com/AIcrowd/neurips2020-procgen-starter-kit (models/impala_cnn_torch.py)
 class ResidualBlock(nn.Module):
+    """Two 3x3 convolutions, each after a ReLU, added to the block's input: the same shape in and out."""
+
     def __init__(self, channels):
         super().__init__()
-        self.conv0 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
-        self.conv1 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
+        self.conv0 = nn.Conv2d(in_channels=channels, out_channels=channels, kernel_size=3, padding=1)
+        self.conv1 = nn.Conv2d(in_channels=channels, out_channels=channels, kernel_size=3, padding=1)
 
     def forward(self, x):
-        return x + self.conv1(nn.functional.relu(self.conv0(nn.functional.relu(x))))
+        inputs = x
+        x = nn.functional.relu(x)
+        x = self.conv0(x)
+        x = nn.functional.relu(x)
+        x = self.conv1(x)
+        return x + inputs
 
 
 class ConvSequence(nn.Module):
-    def __init__(self, in_channels, out_channels):
+    """One stage of the IMPALA network: a 3x3 convolution, a max-pool that halves height and width (rounding up),
+    then two residual blocks."""
+
+    def __init__(self, input_shape, out_channels):
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1)
-        self.res_block0 = ResidualBlock(out_channels)
-        self.res_block1 = ResidualBlock(out_channels)
+        self._input_shape = input_shape
+        self._out_channels = out_channels
+        self.conv = nn.Conv2d(
+            in_channels=self._input_shape[0], out_channels=self._out_channels, kernel_size=3, padding=1
+        )
+        self.res_block0 = ResidualBlock(self._out_channels)
+        self.res_block1 = ResidualBlock(self._out_channels)
 
     def forward(self, x):
-        x = nn.functional.max_pool2d(self.conv(x), kernel_size=3, stride=2, padding=1)  # halves height and width
-        return self.res_block1(self.res_block0(x))
+        x = self.conv(x)
+        x = nn.functional.max_pool2d(x, kernel_size=3, stride=2, padding=1)
+        x = self.res_block0(x)
+        x = self.res_block1(x)
+        return x
+
+    def get_output_shape(self):
+        _c, h, w = self._input_shape
+        return (self._out_channels, (h + 1) // 2, (w + 1) // 2)
 
 
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
         h, w, c = envs.single_observation_space.shape
+        shape = (c, h, w)
         conv_seqs = []
         for out_channels in [16, 32, 32]:
-            conv_seqs.append(ConvSequence(c, out_channels))
-            c, h, w = out_channels, (h + 1) // 2, (w + 1) // 2
+            conv_seq = ConvSequence(shape, out_channels)
+            shape = conv_seq.get_output_shape()
+            conv_seqs.append(conv_seq)
         self.network = nn.Sequential(
             *conv_seqs,
             nn.Flatten(),
             nn.ReLU(),
-            nn.Linear(c * h * w, 256),
+            nn.Linear(shape[0] * shape[1] * shape[2], 256),
             nn.ReLU(),
         )
         self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)
@@ -204,13 +244,12 @@ class Agent(nn.Module):
         return self.critic(self.network(x.permute((0, 3, 1, 2)) / 255.0))  # "bhwc" -> "bchw"
 
     def get_action_and_value(self, x, action=None):
-        x = self.network(x.permute((0, 3, 1, 2)) / 255.0)  # the features of the shared trunk, for both heads
-        logits = self.actor(x)
+        hidden = self.network(x.permute((0, 3, 1, 2)) / 255.0)  # "bhwc" -> "bchw"
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
         if action is None:
-            action = sample(logits)
-        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
-        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -344,7 +383,7 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, in numpy like the environments
@@ -379,8 +418,9 @@ if __name__ == "__main__":
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+                values[step] = value.flatten().cpu().numpy()
             actions[step] = action.cpu().numpy()
+            logprobs[step] = logprob.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
@@ -392,15 +432,15 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
-        # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-
-        # bootstrap value if not done
         advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
+        # flatten the batch
+        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)

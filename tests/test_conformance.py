@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SCRIPTS, only_run_dir, read_scalars, run_script, run_torchrun, script_env
+from helpers import ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, run_torchrun, script_env
 
 RECORDS = sorted((Path(__file__).parent / "conformance").glob("*.json"))
 # the variants with a reference script; Isaac Gym's cannot run here (no Isaac Gym, no NVIDIA GPU)
@@ -53,7 +53,10 @@ def compared(record):
 @pytest.mark.parametrize("path", [p for p in RECORDS if load(p)["compare_to"] != "distribution"], ids=lambda p: p.stem)
 def test_same_seed_same_numbers(path, tmp_path):
     record = load(path)
-    env = script_env(**record.get("env", {}))
+    extra = dict(record.get("env", {}))
+    if "PYTHONPATH" in extra:  # a folder of this repository, named from its root
+        extra["PYTHONPATH"] = str(ROOT / extra["PYTHONPATH"])
+    env = script_env(**extra)
     if record.get("nproc", 1) > 1:
         run_torchrun(record["script"], record["nproc"], *record["args"], cwd=tmp_path, env=env)
     else:

@@ -119,7 +119,7 @@ def test_wrappers_log_raw_returns_and_normalise_rewards_with_gamma():
     while isinstance(layer, gym.vector.VectorWrapper):
         layers.append(layer)
         layer = layer.env
-    assert [type(w).__name__ for w in layers] == ["ClipReward", "NormalizeReward", "RecordEpisodeStatistics"]
+    assert [type(w).__name__ for w in layers] == ["ClipReward", "ScaleRewardByReturn", "RecordEpisodeStatistics"]
     normalize = layers[1]
     assert normalize.gamma == 0.9
     assert isinstance(layer, ppo_procgen.ProcgenVectorEnv)
@@ -146,6 +146,47 @@ def test_wrappers_log_raw_returns_and_normalise_rewards_with_gamma():
         sums[terminations] = 0
     envs.close()
     assert len(finished) >= 2 and any(value > 0 for value in finished)
+
+
+class FixedRewards(gym.vector.VectorEnv):
+    """Two sub-environments that pay the rewards and end the episodes they are told to."""
+
+    num_envs = 2
+    single_observation_space = gym.spaces.Box(0, 1, (1,))
+    single_action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, rewards, terminations):
+        self.rewards, self.terminations = iter(rewards), iter(terminations)
+
+    def step(self, actions):
+        terminations = np.array(next(self.terminations))
+        return (
+            np.zeros((2, 1)),
+            np.array(next(self.rewards), dtype=np.float32),
+            terminations,
+            np.zeros_like(terminations),
+            {},
+        )
+
+
+def test_reward_scale_is_gym_0x_normalize_reward():
+    """The running return takes in the reward of an episode's last step and restarts after it (as in Gym 0.23, the
+    reference's; Gymnasium 1.x's vector NormalizeReward restarts it on the last step); its variance, over every
+    sub-environment's return at every step, scales the rewards."""
+    rewards = [[1.0, 2.0], [3.0, -1.0], [5.0, 0.5]]
+    terminations = [[False, False], [True, False], [False, True]]
+    envs = ppo_procgen.ScaleRewardByReturn(FixedRewards(rewards, terminations), gamma=0.5)
+    seen = []
+    for _ in rewards:
+        seen.append(envs.step(np.zeros(2))[1])
+    # the returns: [1, 2], then [1 * 0.5 + 3, 2 * 0.5 - 1] (sub-environment 0 ends here), then [5, 0 * 0.5 + 0.5]
+    returns = np.array([[1.0, 2.0], [3.5, 0.0], [5.0, 0.5]])
+    rms = gym.wrappers.utils.RunningMeanStd(shape=())
+    for step in range(3):
+        rms.update(returns[step])
+        expected = np.float32(rewards[step]) / np.float32(np.sqrt(rms.var + 1e-8))  # divided in float32
+        assert seen[step].dtype == np.float32 and np.array_equal(seen[step], expected)
+    assert np.array_equal(envs.returns, [5.0, 0.0])  # sub-environment 1 ended in the last step: its return restarts
 
 
 def test_finished_episodes_reads_the_vector_statistics():
@@ -184,6 +225,7 @@ def test_impala_network_shapes_and_initialisation():
     stages = [agent.network[i] for i in range(3)]
     assert [stage.conv.out_channels for stage in stages] == [16, 32, 32]
     assert all(len([m for m in stage.modules() if isinstance(m, torch.nn.Conv2d)]) == 5 for stage in stages)
+    assert [stage.get_output_shape() for stage in stages] == [(16, 32, 32), (32, 16, 16), (32, 8, 8)]
     hidden = agent.network[5]
     assert isinstance(hidden, torch.nn.Linear) and (hidden.in_features, hidden.out_features) == (32 * 8 * 8, 256)
     obs = torch.randint(0, 256, (5, 64, 64, 3), dtype=torch.uint8)

@@ -94,6 +94,9 @@ class Args:
     """the GPU of each process, in rank order (ids may repeat: processes share a GPU); empty: process r uses GPU r"""
     backend: Literal["gloo", "nccl", "mpi"] = "gloo"
     """the torch.distributed backend: gloo (CPUs or GPUs), nccl (GPUs only) or mpi (a PyTorch built with MPI)"""
+    distinct_env_seeds: bool = False
+    """if toggled, environment i of process r gets seed + r x local_num_envs + i, a seed of its own; off: seed + r + i,
+    the reference's, where neighbouring processes share all but one seed"""
 
     # to be filled in runtime
     world_size: tyro.conf.Suppress[int] = 0
@@ -390,7 +393,11 @@ if __name__ == "__main__":
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    next_obs, _ = envs.reset(seed=args.seed + rank * args.local_num_envs)  # env i of rank r: seed + r x local + i
+    if args.distinct_env_seeds:
+        env_seed = args.seed + rank * args.local_num_envs  # env i of rank r: seed + r x local + i
+    else:
+        env_seed = args.seed + rank  # env i of rank r: seed + r + i, as in the reference
+    next_obs, _ = envs.reset(seed=env_seed)
     next_done = np.zeros(args.local_num_envs, dtype=np.float32)
 
     for iteration in range(1, args.num_iterations + 1):

@@ -1,6 +1,7 @@
 """cleanrl/ppo_atari_multigpu.py: two processes under torchrun on the CPU (gloo), the checks of sizes, devices and
 backends, and the one-call gradient averaging and the gathering of episodes, run in two processes."""
 
+import json
 import shutil
 import sys
 
@@ -10,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import tyro
-from helpers import check_smoke_run, load_script, only_run_dir, run_torchrun
+from helpers import ROOT, check_smoke_run, load_script, only_run_dir, read_scalars, run_torchrun
 
 # Per process: two environments of 256 steps.
 TINY = ["--total-timesteps", "1024", "--local-num-envs", "2", "--num-steps", "128"]
@@ -143,3 +144,15 @@ def test_average_gradients_makes_one_call_over_one_buffer(monkeypatch):
 def test_a_world_of_one_gathers_nothing():
     episodes = [(8, 1.0, 40)]
     assert multigpu.gather_episodes(episodes, 1) is episodes
+
+
+def test_distinct_env_seeds_change_the_other_processes_games(tmp_path):
+    """The default gives environment i of process r the reference's seed + r + i (its numbers are the conformance
+    record's); --distinct-env-seeds gives it seed + r x local_num_envs + i, so process 1 plays other games and the
+    averaged update, logged by process 0, differs from the first iteration on."""
+    record = json.loads((ROOT / "tests/conformance/ppo_atari_multigpu__breakout_2envs.json").read_text())
+    run_torchrun("ppo_atari_multigpu.py", 2, *record["args"], "--distinct-env-seeds", cwd=tmp_path)
+    value_loss = read_scalars(only_run_dir(tmp_path))["losses/value_loss"]
+    reference = record["reference"]["own_stack"]["losses/value_loss"]
+    assert value_loss[0][0] == reference[0][0]
+    assert abs(value_loss[0][1] - reference[0][1]) > 1e-3 * abs(reference[0][1])

@@ -407,7 +407,8 @@ SETTING_NAMES = {
 
 class Tuner:
     """A study of a script's hyperparameters, checked and opened (created or resumed) in its storage. Takes the
-    fields of `Args` as keywords, or an `Args`; `run()` runs the trials and returns the Optuna study.
+    fields of `Args` as keywords, or an `Args`; `run()` runs the trials and returns the Optuna study. It sets
+    Optuna's logging to errors only, as it prints a line per trial itself.
 
         tuner = Tuner(script="ppo", env_ids=["CartPole-v1"], search_space="space.toml", num_trials=10)
         study = tuner.run()

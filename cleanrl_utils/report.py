@@ -115,11 +115,17 @@ def planned_last_step(hyperparameters: str) -> int | None:
     return total // batch * batch if batch > 0 else None
 
 
-def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str) -> RunLog | None:
-    """Reads the run's TensorBoard events; None when it never logged `metric`."""
+def event_reader(folder: Path):
+    """A reader of the run's TensorBoard events (every scalar, the first text), for `load_run`."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 1, "images": 1})
+    return EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 1, "images": 1})
+
+
+def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str, reader=None) -> RunLog | None:
+    """Reads the run's TensorBoard events; None when it never logged `metric`. Given the `reader` (`event_reader`)
+    of an earlier call, it reads only what the run has logged since, as when watching a run that is going on."""
+    accumulator = reader or event_reader(folder)
     accumulator.Reload()
     tags = accumulator.Tags()["scalars"]
     if metric not in tags:

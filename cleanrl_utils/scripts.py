@@ -1,6 +1,7 @@
 """The training scripts of cleanrl/ seen as modules, for the tools around them (the replay command, the benchmarks)
 and the tests. Importing a script has no side effects: its program runs under `if __name__ == "__main__":`."""
 
+import ast
 import dataclasses
 import importlib.util
 import inspect
@@ -22,6 +23,21 @@ def load_script(name, folder=SCRIPTS):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def script_flags(path):
+    """The fields of the script's `Args` that are command-line flags, read from its source without importing it
+    (its imports may need an extra that is not installed): {field name: type annotation as written}, in order.
+    The fields computed after parsing (annotated `tyro.conf.Suppress[...]`) are left out."""
+    tree = ast.parse(Path(path).read_text(), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Args":
+            fields = (
+                stmt for stmt in node.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+            )
+            annotations = {stmt.target.id: ast.unparse(stmt.annotation) for stmt in fields}
+            return {name: kind for name, kind in annotations.items() if "Suppress[" not in kind}
+    return {}
 
 
 def vector_env(module, env_id, num_envs, **values):

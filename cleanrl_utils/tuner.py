@@ -215,6 +215,8 @@ class SearchSpace:
     """flag (with hyphens) -> Optuna distribution, in the file's order"""
     fixed_words: list[str]
     """the flags every run gets: the [fixed] table's, then --fixed-args'"""
+    enqueued: list[dict] = field(default_factory=list)
+    """values to try first, before the sampler chooses ([[enqueue]] tables): flag (with hyphens) -> value"""
 
 
 def check_flag(name: str, flags: dict[str, str], script: str, where: str) -> str:
@@ -240,9 +242,9 @@ def read_search_space(source, fixed_args: str, flags: dict[str, str], script: st
             raise UserError(f"no search space file {source}: see benchmark/tune/ppo_classic.toml") from None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise UserError(f"cannot read {where}: {error_line(e)}") from None
-    unknown = sorted(set(tables) - {"search", "fixed"})
+    unknown = sorted(set(tables) - {"search", "fixed", "enqueue"})
     if unknown:
-        raise UserError(f"{where}: unknown table(s) {', '.join(unknown)}; it has [search] and [fixed]")
+        raise UserError(f"{where}: unknown table(s) {', '.join(unknown)}; it has [search], [fixed] and [[enqueue]]")
     search, fixed = tables.get("search", {}), tables.get("fixed", {})
     if not isinstance(search, dict) or not search:
         raise UserError(f"{where}: nothing to search: give flags in a [search] table")
@@ -282,7 +284,30 @@ def read_search_space(source, fixed_args: str, flags: dict[str, str], script: st
             raise UserError(f"{where}: [fixed] {name}: {value!r} is no value for a flag of type {annotation}")
         if flag not in overridden:  # --fixed-args has the last word
             words += flag_words(flag, value)
-    return SearchSpace(distributions, words + extra)
+    return SearchSpace(distributions, words + extra, read_enqueued(tables.get("enqueue", []), distributions, where))
+
+
+def read_enqueued(tables, distributions: dict, where: str) -> list[dict]:
+    """The [[enqueue]] tables: each names searched flags and values inside their distributions, to try first."""
+    if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
+        raise UserError(f"{where}: enqueue must be tables, [[enqueue]], of searched flags and values")
+    enqueued = []
+    for number, table in enumerate(tables, 1):
+        params = {}
+        for name, value in table.items():
+            flag = name.replace("_", "-")
+            if flag not in distributions:
+                raise UserError(f"{where}: [[enqueue]] {number}: {name} is not a flag of [search]")
+            distribution = distributions[flag]
+            try:
+                inside = distribution._contains(distribution.to_internal_repr(value))
+            except (ValueError, TypeError):
+                inside = False
+            if not inside:
+                raise UserError(f"{where}: [[enqueue]] {number}: {name} = {value!r} is outside its distribution")
+            params[flag] = value
+        enqueued.append(params)
+    return enqueued
 
 
 def suggest(trial, name: str, distribution):
@@ -533,6 +558,8 @@ class Tuner:
         )
         if SETTINGS_ATTR not in study.user_attrs:
             study.set_user_attr(SETTINGS_ATTR, settings)
+        for params in self.space.enqueued:  # once: a resumed study already holds them
+            study.enqueue_trial(params, skip_if_exists=True)
         return study
 
     # ---- one trial ----

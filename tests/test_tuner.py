@@ -29,6 +29,10 @@ num_minibatches = { categorical = [2, 4] }
 total-timesteps = 512
 num-envs = 2
 num-steps = 128
+
+[[enqueue]]
+learning-rate = 0.001
+num-minibatches = 4
 """
 
 
@@ -51,6 +55,7 @@ def test_a_study_runs_two_workers_then_resumes_where_it_stopped(tmp_path):
     first = trials(storage, "tiny")
     assert [t.state for t in first] == [COMPLETE, COMPLETE]
     assert len({t.user_attrs["worker"] for t in first}) == 2, "each worker thread ran one trial"
+    assert first[0].params == {"learning-rate": 0.001, "num-minibatches": 4}, "the [[enqueue]] values come first"
     assert "0 of 2 trials finished; 2 to run, 2 at a time" in proc.stdout
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if " | best " in line) == [
         "trial 0",
@@ -75,6 +80,7 @@ def test_a_study_runs_two_workers_then_resumes_where_it_stopped(tmp_path):
     assert "2 of 3 trials finished; 1 to run, 1 at a time" in proc.stdout
     assert [(t.number, t.state) for t in trials(storage, "tiny")] == [(0, COMPLETE), (1, COMPLETE), (2, COMPLETE)]
     assert "trial 2: score " in proc.stdout
+    assert trials(storage, "tiny")[2].params != first[0].params, "a resumed study does not enqueue them again"
 
 
 SHARED_SPACE = """
@@ -226,6 +232,14 @@ BAD_SPACES = {
     "empty": ("[fixed]\nnum-envs = 2\n", "nothing to search"),
     "fixed_twice": ("[search]\ngamma = { uniform = [0.9, 0.99] }\n[fixed]\ngamma = 0.9\n", "gamma is both searched"),
     "syntax": ("[search]\ngamma = { uniform = [0.9, 0.99 }\n", "cannot read search space"),
+    "enqueue_outside": (
+        "[search]\ngamma = { uniform = [0.9, 0.99] }\n[[enqueue]]\ngamma = 0.5\n",
+        "[[enqueue]] 1: gamma = 0.5 is outside its distribution",
+    ),
+    "enqueue_unsearched": (
+        "[search]\ngamma = { uniform = [0.9, 0.99] }\n[[enqueue]]\ngae-lambda = 0.9\n",
+        "[[enqueue]] 1: gae-lambda is not a flag of [search]",
+    ),
 }
 SPACE = "[search]\ngamma = { uniform = [0.9, 0.99] }\n"
 

@@ -151,48 +151,24 @@ def finished_episodes(infos):
     return list(zip(infos["episode"]["r"][ended].tolist(), infos["episode"]["l"][ended].tolist()))
 
 
+def layer_init(layer, *args, std=np.sqrt(2), bias_const=0.0, **kwargs):
+    return layer(*args, kernel_init=orthogonal(std), bias_init=constant(bias_const), **kwargs)
+
+
 class Network(nn.Module):
     @nn.compact
     def __call__(self, x):
-        x = jnp.transpose(x, (0, 2, 3, 1))  # EnvPool's frames are channels first, Flax's convolutions want last
-        x = x / 255.0
-        x = nn.Conv(
-            32,
-            kernel_size=(8, 8),
-            strides=(4, 4),
-            padding="VALID",
-            kernel_init=orthogonal(np.sqrt(2)),
-            bias_init=constant(0.0),
-        )(x)
+        x = x.transpose(0, 2, 3, 1)  # EnvPool's frames are channels first, Flax's convolutions want last
+        x = layer_init(nn.Conv, 32, kernel_size=(8, 8), strides=(4, 4), padding="VALID")(x)
         x = nn.relu(x)
-        x = nn.Conv(
-            64,
-            kernel_size=(4, 4),
-            strides=(2, 2),
-            padding="VALID",
-            kernel_init=orthogonal(np.sqrt(2)),
-            bias_init=constant(0.0),
-        )(x)
+        x = layer_init(nn.Conv, 64, kernel_size=(4, 4), strides=(2, 2), padding="VALID")(x)
         x = nn.relu(x)
-        x = nn.Conv(
-            64,
-            kernel_size=(3, 3),
-            strides=(1, 1),
-            padding="VALID",
-            kernel_init=orthogonal(np.sqrt(2)),
-            bias_init=constant(0.0),
-        )(x)
+        x = layer_init(nn.Conv, 64, kernel_size=(3, 3), strides=(1, 1), padding="VALID")(x)
         x = nn.relu(x)
         x = x.reshape((x.shape[0], -1))
-        x = nn.Dense(512, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(x)
+        x = layer_init(nn.Dense, 512)(x)
         x = nn.relu(x)
         return x
-
-
-class Critic(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        return nn.Dense(1, kernel_init=orthogonal(1), bias_init=constant(0.0))(x)
 
 
 class Actor(nn.Module):
@@ -200,7 +176,13 @@ class Actor(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        return nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(x)
+        return layer_init(nn.Dense, self.action_dim, std=0.01)(x)
+
+
+class Critic(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return layer_init(nn.Dense, 1, std=1)(x)
 
 
 class AgentParams(NamedTuple):
@@ -224,11 +206,11 @@ class Agent:
         return AgentParams(network_params, self.actor.init(actor_key, hidden), self.critic.init(critic_key, hidden))
 
     def get_value(self, params, x):
-        hidden = self.network.apply(params.network_params, x)
+        hidden = self.network.apply(params.network_params, x / 255.0)
         return self.critic.apply(params.critic_params, hidden)[:, 0]
 
     def get_action_and_value(self, params, x, key, action=None):
-        hidden = self.network.apply(params.network_params, x)
+        hidden = self.network.apply(params.network_params, x / 255.0)
         logits = self.actor.apply(params.actor_params, hidden)
         if action is None:
             action = jax.random.categorical(key, logits)  # the argmax of the logits plus Gumbel noise

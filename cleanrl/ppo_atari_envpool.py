@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video
+from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 try:
@@ -82,6 +83,8 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
+    exclude_reset_steps: bool = False
+    """leave EnvPool's reset steps out of the update (their action is ignored and their reward is 0)"""
 
     # to be filled in runtime
     batch_size: tyro.conf.Suppress[int] = 0
@@ -94,18 +97,23 @@ class Args:
 
 class RecordEpisodeStatistics(gym.vector.VectorWrapper):
     """Whole games, though an episode ends at every lost life and rewards are clipped: a game sums EnvPool's unclipped
-    info["reward"] until info["terminated"] (its last life) or the time limit, and lasts info["elapsed_step"] steps."""
+    info["reward"] until info["terminated"] (its last life) or the time limit, and lasts as many steps as were taken
+    since the previous game ended, EnvPool's reset steps included."""
 
     def reset(self, **kwargs):
         self.episode_returns = np.zeros(self.num_envs)
+        self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
         return super().reset(**kwargs)
 
     def step(self, actions):
         obs, rewards, terminations, truncations, infos = super().step(actions)
         self.episode_returns += infos["reward"]
+        self.episode_lengths += 1
         ended = np.logical_or(infos["terminated"], truncations)
-        infos["episode"], infos["_episode"] = {"r": self.episode_returns.copy(), "l": infos["elapsed_step"]}, ended
+        infos["episode"] = {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()}
+        infos["_episode"] = ended
         self.episode_returns[ended] = 0
+        self.episode_lengths[ended] = 0
         return obs, rewards, terminations, truncations, infos
 
 
@@ -114,7 +122,9 @@ class RecordVideo(gym.vector.VectorWrapper):
 
     def __init__(self, envs, video_folder):
         super().__init__(envs)
-        self.video_folder, self.game, self.frames = video_folder, 0, []
+        self.video_folder = video_folder
+        self.game = 0
+        self.frames = []
 
     def step(self, actions):
         obs, rewards, terminations, truncations, infos = super().step(actions)
@@ -122,7 +132,8 @@ class RecordVideo(gym.vector.VectorWrapper):
             self.frames.append(self.env.render()[0])
         if infos["terminated"][0] or truncations[0]:
             save_video(self.frames, self.video_folder, episode_index=self.game, fps=15)
-            self.game, self.frames = self.game + 1, []
+            self.game += 1
+            self.frames = []
         return obs, rewards, terminations, truncations, infos
 
 
@@ -155,11 +166,6 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def sample(logits):
-    """Gumbel-max: the argmax of the logits plus Gumbel noise is a sample of their softmax (a Categorical sample)."""
-    return (logits - torch.empty_like(logits).exponential_().log_()).argmax(dim=-1)
-
-
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
@@ -181,13 +187,12 @@ class Agent(nn.Module):
         return self.critic(self.network(x / 255.0))
 
     def get_action_and_value(self, x, action=None):
-        x = self.network(x / 255.0)  # the features of the shared trunk, for both heads
-        logits = self.actor(x)
+        hidden = self.network(x / 255.0)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
         if action is None:
-            action = sample(logits)
-        logprobs = logits.log_softmax(dim=-1)  # the action's log-probability and the entropy, from one log-softmax
-        logprob = logprobs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return action, logprob, -(logprobs.exp() * logprobs).sum(-1), self.critic(x)
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -323,7 +328,7 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the layout CPU convolutions prefer
+    agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup, in numpy like the environments
@@ -358,8 +363,9 @@ if __name__ == "__main__":
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                logprobs[step], values[step] = logprob.cpu().numpy(), value.flatten().cpu().numpy()  # shared trunk
+                values[step] = value.flatten().cpu().numpy()
             actions[step] = action.cpu().numpy()
+            logprobs[step] = logprob.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
@@ -371,21 +377,23 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
-        # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-
-        # bootstrap value if not done
         advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
+        # flatten the batch
+        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
+        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
+        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
         b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
         b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
         b_values = torch.from_numpy(values.reshape(-1)).to(device)
 
-        # Optimizing the policy and value network, without EnvPool's reset steps (dones[t] = 1): they are no experience
-        b_inds = np.flatnonzero(dones.reshape(-1) == 0)
+        # Optimizing the policy and value network
+        b_inds = np.arange(args.batch_size)
+        if args.exclude_reset_steps:  # EnvPool's reset steps (dones[t] = 1) are no experience of the policy
+            b_inds = np.flatnonzero(dones.reshape(-1) == 0)
         clipfracs = []
         for epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
@@ -413,7 +421,9 @@ if __name__ == "__main__":
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        y_pred, y_true = b_values[b_inds].cpu().numpy(), b_returns[b_inds].cpu().numpy()
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        if args.exclude_reset_steps:  # the explained variance of the samples the update used
+            y_pred, y_true = y_pred[dones.reshape(-1) == 0], y_true[dones.reshape(-1) == 0]
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 

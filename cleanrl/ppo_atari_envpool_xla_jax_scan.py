@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -82,6 +83,8 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
+    exclude_reset_steps: bool = False
+    """leave EnvPool's reset steps out of the update (their action is ignored and their reward is 0)"""
 
     # to be filled in runtime
     batch_size: tyro.conf.Suppress[int] = 0
@@ -93,26 +96,41 @@ class Args:
 
 
 @flax.struct.dataclass
-class RecordEpisodeStatistics:
+class EpisodeStatistics:
     """Whole games, though an episode ends at every lost life and rewards are clipped: a game sums EnvPool's unclipped
-    info["reward"] until info["terminated"] (its last life) or the time limit, and lasts info["elapsed_step"] steps.
-    Fixed-shape arrays with one entry per environment, so that jitted code can step them."""
+    info["reward"] until info["terminated"] (its last life) or the time limit, and lasts as many steps as were taken
+    since the previous game ended, EnvPool's reset steps included. Fixed-shape arrays with one entry per environment,
+    so that jitted code can step them."""
 
-    episode_returns: jax.Array  # the score of each environment's running game
+    episode_returns: jax.Array  # the score and length of each environment's running game
+    episode_lengths: jax.Array
     returned_episode_returns: jax.Array  # the score and length of its last finished game
     returned_episode_lengths: jax.Array
 
     def step(self, infos, truncations):
         """The statistics after a step, and its infos with the games that ended in it."""
         episode_returns = self.episode_returns + infos["reward"]
+        episode_lengths = self.episode_lengths + 1
         ended = jnp.logical_or(infos["terminated"], truncations)
-        infos["episode"], infos["_episode"] = {"r": episode_returns, "l": infos["elapsed_step"]}, ended
-        stats = RecordEpisodeStatistics(
-            jnp.where(ended, 0.0, episode_returns),
-            jnp.where(ended, episode_returns, self.returned_episode_returns),
-            jnp.where(ended, infos["elapsed_step"], self.returned_episode_lengths),
+        infos["episode"] = {"r": episode_returns, "l": episode_lengths}
+        infos["_episode"] = ended
+        stats = EpisodeStatistics(
+            episode_returns=jnp.where(ended, 0.0, episode_returns),
+            episode_lengths=jnp.where(ended, 0, episode_lengths),
+            returned_episode_returns=jnp.where(ended, episode_returns, self.returned_episode_returns),
+            returned_episode_lengths=jnp.where(ended, episode_lengths, self.returned_episode_lengths),
         )
         return stats, infos
+
+
+def no_episodes(num_envs):
+    """The statistics before the first step: no game played yet."""
+    return EpisodeStatistics(
+        episode_returns=jnp.zeros(num_envs, dtype=jnp.float32),
+        episode_lengths=jnp.zeros(num_envs, dtype=jnp.int32),
+        returned_episode_returns=jnp.zeros(num_envs, dtype=jnp.float32),
+        returned_episode_lengths=jnp.zeros(num_envs, dtype=jnp.int32),
+    )
 
 
 def make_env(env_id, num_envs, seed):
@@ -129,76 +147,112 @@ def make_env(env_id, num_envs, seed):
 
 
 def finished_episodes(infos):
-    """[(return, length)] of the games that ended in this step (set by RecordEpisodeStatistics)."""
+    """[(return, length)] of the games that ended in this step (set by EpisodeStatistics)."""
     ended = np.flatnonzero(infos["_episode"])
     return list(zip(infos["episode"]["r"][ended].tolist(), infos["episode"]["l"][ended].tolist()))
 
 
-def layer_init(layer, *args, std=np.sqrt(2), bias_const=0.0, **kwargs):
-    return layer(*args, kernel_init=orthogonal(std), bias_init=constant(bias_const), **kwargs)
-
-
 class Conv(nn.Module):
-    """nn.Conv(features, (size, size), (stride, stride), padding="VALID") as space-to-depth and one matrix product
-    (each kernel here is a multiple of its stride), with a kernel of the same shape, name and initialisation: on a
-    CPU, XLA runs the gradients of nn.Conv's convolutions some twenty times slower inside a scan than outside one."""
+    """nn.Conv(features, kernel_size, strides, padding="VALID") as space-to-depth and one matrix product (each kernel
+    here is a multiple of its stride), with a kernel of the same shape, name and initialisation: on a CPU, XLA runs
+    the gradients of nn.Conv's convolutions some twelve times slower inside a scan than outside one."""
 
     features: int
-    size: int
-    stride: int
+    kernel_size: tuple[int, int]  # square, a multiple of the strides
+    strides: tuple[int, int]
+    padding: str  # "VALID", the only padding computed here
     kernel_init: Callable
     bias_init: Callable
 
     @nn.compact
     def __call__(self, x):
-        k, s = self.size, self.stride
+        k = self.kernel_size[0]
+        s = self.strides[0]
         m = k // s  # the kernel spans m x m blocks of s x s pixels
         b, height, width, c = x.shape
         kernel = self.param("kernel", self.kernel_init, (k, k, c, self.features))
         bias = self.param("bias", self.bias_init, (self.features,))
         # space-to-depth: every s x s block of pixels becomes one pixel with s*s*c channels
-        bh, bw = height // s, width // s
+        bh = height // s
+        bw = width // s
         x = x[:, : bh * s, : bw * s].reshape(b, bh, s, bw, s, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, bh, bw, -1)
         # each output pixel sees m x m neighbouring blocks: side by side, they are its patch of the input
-        oh, ow = bh - m + 1, bw - m + 1
+        oh = bh - m + 1
+        ow = bw - m + 1
         patches = jnp.concatenate([x[:, i : i + oh, j : j + ow] for i in range(m) for j in range(m)], axis=-1)
         # the kernel in the patches' order: block row, block column, row in the block, column in the block, channel
         kernel = kernel.reshape(m, s, m, s, c, self.features).transpose(0, 2, 1, 3, 4, 5).reshape(-1, self.features)
         return patches @ kernel + bias
 
 
-class Agent(nn.Module):
+def layer_init(layer, *args, std=np.sqrt(2), bias_const=0.0, **kwargs):
+    return layer(*args, kernel_init=orthogonal(std), bias_init=constant(bias_const), **kwargs)
+
+
+class Network(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = x.transpose(0, 2, 3, 1)  # EnvPool's frames are channels first, Flax's convolutions want last
+        x = layer_init(Conv, 32, kernel_size=(8, 8), strides=(4, 4), padding="VALID")(x)
+        x = nn.relu(x)
+        x = layer_init(Conv, 64, kernel_size=(4, 4), strides=(2, 2), padding="VALID")(x)
+        x = nn.relu(x)
+        x = layer_init(Conv, 64, kernel_size=(3, 3), strides=(1, 1), padding="VALID")(x)
+        x = nn.relu(x)
+        x = x.reshape((x.shape[0], -1))
+        x = layer_init(nn.Dense, 512)(x)
+        x = nn.relu(x)
+        return x
+
+
+class Actor(nn.Module):
     action_dim: int
 
-    def setup(self):
-        self.network = nn.Sequential(
-            [
-                lambda x: x.transpose(0, 2, 3, 1),  # EnvPool's frames are channels first, Flax's convolutions want last
-                layer_init(Conv, 32, 8, 4),
-                nn.relu,
-                layer_init(Conv, 64, 4, 2),
-                nn.relu,
-                layer_init(Conv, 64, 3, 1),
-                nn.relu,
-                lambda x: x.reshape((x.shape[0], -1)),
-                layer_init(nn.Dense, 512),
-                nn.relu,
-            ]
-        )
-        self.actor = layer_init(nn.Dense, self.action_dim, std=0.01)
-        self.critic = layer_init(nn.Dense, 1, std=1)
+    @nn.compact
+    def __call__(self, x):
+        return layer_init(nn.Dense, self.action_dim, std=0.01)(x)
 
-    def get_value(self, x):
-        return self.critic(self.network(x / 255.0))[:, 0]
 
-    def get_action_and_value(self, x, key, action=None):
-        x = self.network(x / 255.0)  # the features of the shared trunk, for both heads
-        logits = self.actor(x)
+class Critic(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return layer_init(nn.Dense, 1, std=1)(x)
+
+
+class AgentParams(NamedTuple):
+    network_params: dict
+    actor_params: dict
+    critic_params: dict
+
+
+class Agent:
+    """The shared trunk and the two heads as three Flax modules, each with its own parameters (AgentParams)."""
+
+    def __init__(self, action_dim):
+        self.network = Network()
+        self.actor = Actor(action_dim=action_dim)
+        self.critic = Critic()
+
+    def init(self, network_key, actor_key, critic_key, x):
+        """The parameters of the three modules, each initialised from its own key."""
+        network_params = self.network.init(network_key, x)
+        hidden = self.network.apply(network_params, x)
+        return AgentParams(network_params, self.actor.init(actor_key, hidden), self.critic.init(critic_key, hidden))
+
+    def get_value(self, params, x):
+        hidden = self.network.apply(params.network_params, x / 255.0)
+        return self.critic.apply(params.critic_params, hidden)[:, 0]
+
+    def get_action_and_value(self, params, x, key, action=None):
+        hidden = self.network.apply(params.network_params, x / 255.0)
+        logits = self.actor.apply(params.actor_params, hidden)
         if action is None:
-            action = jax.random.categorical(key, logits)
-        logprobs = jax.nn.log_softmax(logits)  # the action's log-probability and the entropy, from one log-softmax
-        logprob = jnp.take_along_axis(logprobs, action[:, None], axis=-1)[:, 0]
-        return action, logprob, -(jnp.exp(logprobs) * logprobs).sum(-1), self.critic(x)[:, 0]
+            action = jax.random.categorical(key, logits)  # the argmax of the logits plus Gumbel noise
+        logprob = jax.nn.log_softmax(logits)[jnp.arange(action.shape[0]), action]
+        # the entropy -sum(p log p), with log p the logits normalised by their log-sum-exp
+        logits = logits - jax.scipy.special.logsumexp(logits, axis=-1, keepdims=True)
+        entropy = -(logits * jax.nn.softmax(logits)).sum(-1)
+        return action, logprob, entropy, self.critic.apply(params.critic_params, hidden)[:, 0]
 
 
 @partial(jax.jit, static_argnums=(5, 6))
@@ -220,7 +274,10 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
 
 
 def masked_mean(x, valid):
-    """The mean of x over the valid samples: EnvPool's reset steps stay in the fixed-shape minibatches, masked out."""
+    """The mean of x over the samples where valid is 1, or over all of them where valid is None. EnvPool's reset
+    steps, left out with --exclude-reset-steps, stay in the fixed-shape minibatches with valid 0."""
+    if valid is None:
+        return x.mean()
     return (x * valid).sum() / jnp.maximum(valid.sum(), 1.0)
 
 
@@ -280,7 +337,7 @@ def rollout_step(params, episode_stats, handle, next_obs, next_done, key, agent,
     """One step of all environments, jitted whole: the policy samples the actions and EnvPool's XLA step plays them.
     Returns the loop's new state, what the step stores (obs, done, action, logprob, value, reward), and its infos."""
     key, action_key = jax.random.split(key)
-    action, logprob, _, value = agent.apply(params, next_obs, action_key, method=Agent.get_action_and_value)
+    action, logprob, _, value = agent.get_action_and_value(params, next_obs, action_key)
     handle, (obs, reward, terminations, truncations, infos) = step_env(handle, action)
     episode_stats, infos = episode_stats.step(infos, truncations)
     done = jnp.logical_or(terminations, truncations).astype(jnp.float32)
@@ -292,26 +349,27 @@ def rollout(params, episode_stats, handle, next_obs, next_done, key, agent, step
     and what every step stores and its infos, stacked over the steps."""
 
     def scan_step(carry, _):
-        *carry, stored, infos = rollout_step(params, *carry, agent, step_env)
-        return tuple(carry), (stored, infos)
+        episode_stats, handle, next_obs, next_done, key = carry
+        episode_stats, handle, next_obs, next_done, key, stored, infos = rollout_step(
+            params, episode_stats, handle, next_obs, next_done, key, agent, step_env
+        )
+        carry = (episode_stats, handle, next_obs, next_done, key)
+        return carry, (stored, infos)
 
     carry = (episode_stats, handle, next_obs, next_done, key)
-    (episode_stats, handle, next_obs, next_done, key), (storage, infos) = jax.lax.scan(
-        scan_step, carry, length=num_steps
-    )
+    carry, (storage, infos) = jax.lax.scan(scan_step, carry, length=num_steps)
+    episode_stats, handle, next_obs, next_done, key = carry
     return episode_stats, handle, next_obs, next_done, key, storage, infos
 
 
 def update_minibatch(agent_state, b, mb_inds, agent, clip_coef, clip_vloss, ent_coef, vf_coef, norm_adv):
     """One gradient step on the samples mb_inds of the flattened batch b, jitted whole: the loss, then global-norm
-    clipping and Adam, the two links of the optax chain. The means are over the valid samples (b_valid = 1)."""
+    clipping and Adam, the two links of the optax chain. The means are over the valid samples (see masked_mean)."""
     b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values, b_valid = b
-    mb_valid = b_valid[mb_inds]
+    mb_valid = b_valid if b_valid is None else b_valid[mb_inds]
 
     def loss_fn(params):
-        _, newlogprob, entropy, newvalue = agent.apply(
-            params, b_obs[mb_inds], None, b_actions[mb_inds], method=Agent.get_action_and_value
-        )
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(params, b_obs[mb_inds], None, b_actions[mb_inds])
         mb_advantages = b_advantages[mb_inds]
         if norm_adv:
             mean = masked_mean(mb_advantages, mb_valid)
@@ -341,14 +399,12 @@ def evaluate(model_path, env_id, eval_episodes, seed=1):
     envs = make_env(env_id, 1, seed)
     agent = Agent(envs.single_action_space.n)
     key = jax.random.PRNGKey(seed)
-    params = agent.init(
-        key, np.zeros((1,) + envs.single_observation_space.shape), key, method=Agent.get_action_and_value
-    )
+    params = agent.init(key, key, key, np.zeros((1,) + envs.single_observation_space.shape))
     with open(model_path, "rb") as f:
         _, params = flax.serialization.from_bytes([None, params], f.read())  # [the arguments, the parameters]
     handle, _, _, step_env = envs.xla()
     step_fn = jax.jit(partial(rollout_step, agent=agent, step_env=step_env))
-    episode_stats = RecordEpisodeStatistics(*jnp.zeros((3, 1)))
+    episode_stats = no_episodes(1)
     obs, _ = envs.reset()
     done = jnp.zeros(1)
     episodic_returns = []
@@ -402,16 +458,15 @@ if __name__ == "__main__":
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
+    jax.config.update("jax_threefry_partitionable", False)  # the random numbers of JAX 0.4, the reference's
     key = jax.random.PRNGKey(args.seed)
-    key, init_key = jax.random.split(key)
+    key, network_key, actor_key, critic_key = jax.random.split(key, 4)
 
     agent = Agent(envs.single_action_space.n)
     # Adam with epsilon 1e-5 after global-norm gradient clipping; its learning rate a hyperparameter the loop can set
     agent_state = TrainState.create(
-        apply_fn=agent.apply,
-        params=agent.init(
-            init_key, np.zeros((1,) + envs.single_observation_space.shape), init_key, method=Agent.get_action_and_value
-        ),
+        apply_fn=None,
+        params=agent.init(network_key, actor_key, critic_key, np.zeros((1,) + envs.single_observation_space.shape)),
         tx=optax.chain(
             optax.clip_by_global_norm(args.max_grad_norm),
             optax.inject_hyperparams(optax.adam)(learning_rate=args.learning_rate, eps=1e-5),
@@ -428,7 +483,7 @@ if __name__ == "__main__":
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
-    episode_stats = RecordEpisodeStatistics(*jnp.zeros((3, args.num_envs)))
+    episode_stats = no_episodes(args.num_envs)
     next_obs, _ = envs.reset()
     next_done = jnp.zeros(args.num_envs)
 
@@ -453,34 +508,38 @@ if __name__ == "__main__":
                 recent_returns.append(episodic_return)
         obs, dones, actions, logprobs, values, rewards = storage
 
+        # bootstrap value if not done
+        next_value = agent.get_value(agent_state.params, next_obs)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
         # flatten the batch
         b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
         b_logprobs = logprobs.reshape(-1)
-        next_value = agent.apply(agent_state.params, next_obs, method=Agent.get_value)
-
-        # bootstrap value if not done
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
         b_advantages = advantages.reshape(-1)
         b_returns = returns.reshape(-1)
         b_values = values.reshape(-1)
-        b_valid = 1.0 - dones.reshape(-1)
+        b_valid = None  # every sample counts
+        if args.exclude_reset_steps:  # EnvPool's reset steps (dones[t] = 1) are no experience of the policy
+            b_valid = 1.0 - dones.reshape(-1)  # jitted code needs minibatches of one size: they stay, masked out
         b = (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values, b_valid)
 
-        # Optimizing the policy and value network, without EnvPool's reset steps (dones[t] = 1): they are no experience;
-        # jitted code needs minibatches of one size, so they stay in them with b_valid = 0, and are masked out
-        b_inds = np.arange(args.batch_size)
+        # Optimizing the policy and value network
         clipfracs = []
         for epoch in range(args.update_epochs):
-            np.random.shuffle(b_inds)
-            agent_state, info = update_epoch_fn(agent_state, b, b_inds.reshape(args.num_minibatches, -1))
-            pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = (x[-1] for x in info)
-            clipfracs.extend(info[-1])
+            key, permutation_key = jax.random.split(key)
+            b_inds = jax.random.permutation(permutation_key, args.batch_size)
+            agent_state, infos = update_epoch_fn(agent_state, b, b_inds.reshape(args.num_minibatches, -1))
+            for info in zip(*jax.device_get(infos)):  # each minibatch's losses in turn
+                pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = info
+                clipfracs.append(clipfrac)
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        y_pred, y_true = np.asarray(b_values)[b_valid == 1], np.asarray(b_returns)[b_valid == 1]
+        y_pred, y_true = np.asarray(b_values), np.asarray(b_returns)
+        if args.exclude_reset_steps:  # the explained variance of the samples the update used
+            y_pred, y_true = y_pred[dones.reshape(-1) == 0], y_true[dones.reshape(-1) == 0]
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 

@@ -1,6 +1,6 @@
-"""cleanrl/ppo_atari_envpool.py: the EnvPool behaviour the script relies on (the reset step it masks out of the
-update), its whole-game episode statistics and its video of whole games. What every script does the same way is in
-test_scripts.py."""
+"""cleanrl/ppo_atari_envpool.py: the EnvPool behaviour the script relies on (the reset step that
+--exclude-reset-steps leaves out of the update), its whole-game episode statistics and its video of whole games.
+What every script does the same way is in test_scripts.py."""
 
 import gymnasium as gym
 import imageio.v2 as imageio
@@ -12,8 +12,9 @@ envpool_script = load_script("ppo_atari_envpool")
 
 
 def test_envpool_resets_in_the_step_after_an_episode_ends():
-    """EnvPool's next-step autoreset, as the script masks it: the step after a done ignores its action, pays
-    nothing, and returns the first observation of the next episode; EnvPool's own step count does not count it."""
+    """EnvPool's next-step autoreset, as --exclude-reset-steps leaves it out: the step after a done ignores its
+    action, pays nothing, and returns the first observation of the next episode; EnvPool's own step count does not
+    count it."""
     envs = envpool_script.make_env("Breakout-v5", 2, 7, False, "unused")  # environments seeded 7 and 8
     twin = envpool_script.make_env("Breakout-v5", 1, 7, False, "unused")  # the same game as the first, played alongside
     envs.reset()
@@ -41,7 +42,7 @@ def test_envpool_resets_in_the_step_after_an_episode_ends():
 
 class ScriptedSteps(gym.vector.VectorEnv):
     """Two stand-in EnvPool environments that replay scripted steps: (unclipped rewards, lives lost, games over by
-    the last life, truncations, EnvPool's elapsed_step)."""
+    the last life, truncations)."""
 
     num_envs = 2
 
@@ -52,24 +53,24 @@ class ScriptedSteps(gym.vector.VectorEnv):
         return np.zeros(2), {}
 
     def step(self, actions):
-        rewards, lives_lost, games_over, truncations, elapsed = map(np.array, next(self.steps))
-        infos = {"reward": rewards, "terminated": games_over.astype(np.int32), "elapsed_step": elapsed}
+        rewards, lives_lost, games_over, truncations = map(np.array, next(self.steps))
+        infos = {"reward": rewards, "terminated": games_over.astype(np.int32)}
         return np.zeros(2), np.sign(rewards), lives_lost | games_over, truncations, infos
 
 
 f, t = False, True
 # environment 0 loses a life, then its last; environment 1 is cut short by the time limit, then loses its last life
 SCRIPTED_STEPS = [
-    ([1.0, 4.0], [f, f], [f, f], [f, f], [1, 1]),
-    ([7.0, 0.0], [t, f], [f, f], [f, f], [2, 2]),
-    ([0.0, 2.0], [f, f], [f, f], [f, t], [2, 3]),  # 0: the reset step after its lost life; 1: truncated
-    ([5.0, 0.0], [f, f], [t, f], [f, f], [3, 0]),  # 0: its last life, the game is over; 1: the reset step
-    ([0.0, 3.0], [f, f], [f, t], [f, f], [0, 1]),  # 0: the reset step; 1: its second game is over
-    ([2.0, 0.0], [f, f], [f, f], [f, f], [1, 0]),
+    ([1.0, 4.0], [f, f], [f, f], [f, f]),
+    ([7.0, 0.0], [t, f], [f, f], [f, f]),
+    ([0.0, 2.0], [f, f], [f, f], [f, t]),  # 0: the reset step after its lost life; 1: truncated
+    ([5.0, 0.0], [f, f], [t, f], [f, f]),  # 0: its last life, the game is over; 1: the reset step
+    ([0.0, 3.0], [f, f], [f, t], [f, f]),  # 0: the reset step; 1: its second game is over
+    ([2.0, 0.0], [f, f], [f, f], [f, f]),
 ]
-# (return, length) of the games that ended in each step: environment 1's second game counts from zero, without the
-# truncated game's 6 points
-SCRIPTED_GAMES = [[], [], [(6.0, 3)], [(13.0, 3)], [(3.0, 1)], []]
+# (return, length) of the games that ended in each step: a length counts every step since the previous game ended,
+# reset steps included; environment 1's second game counts from zero, without the truncated game's 6 points
+SCRIPTED_GAMES = [[], [], [(6.0, 3)], [(13.0, 4)], [(3.0, 2)], []]
 
 
 def test_episode_statistics_count_whole_games_and_restart_after_truncation():
@@ -78,28 +79,28 @@ def test_episode_statistics_count_whole_games_and_restart_after_truncation():
     games = [envpool_script.finished_episodes(envs.step(np.zeros(2))[-1]) for _ in SCRIPTED_STEPS]
     assert games == SCRIPTED_GAMES
     assert envs.episode_returns.tolist() == [2.0, 0.0]
+    assert envs.episode_lengths.tolist() == [2, 1]
 
 
-def test_a_real_game_spans_all_its_lives_and_counts_the_steps_played():
+def test_a_real_game_spans_all_its_lives_and_counts_its_steps():
     """On Breakout (5 lives), each game is logged once, when its last life is lost: its return sums the unclipped
-    rewards of all its lives and its length counts the steps played, without EnvPool's reset steps."""
+    rewards of all its lives and its length counts the steps since the previous game ended, EnvPool's reset steps
+    included, as the reference's statistics count them."""
     envs = envpool_script.make_env("Breakout-v5", 2, 3, False, "unused")
     envs.reset()
     rng = np.random.default_rng(0)
-    played, lives_lost, raw, clipped = (np.zeros(2) for _ in range(4))
-    resetting = np.zeros(2, bool)
+    steps, lives_lost, raw, clipped = (np.zeros(2) for _ in range(4))
     games = []
     while len(games) < 3:
         _, reward, terminations, truncations, infos = envs.step(rng.integers(0, 4, size=2))
-        played += ~resetting
+        steps += 1
         lives_lost += terminations
         raw += infos["reward"]
         clipped += reward
         for i in np.flatnonzero(infos["_episode"]):
             games.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
-            assert games[-1] == (raw[i], played[i]) and lives_lost[i] == 5 and raw[i] >= clipped[i]
-            played[i] = lives_lost[i] = raw[i] = clipped[i] = 0
-        resetting = terminations | truncations
+            assert games[-1] == (raw[i], steps[i]) and lives_lost[i] == 5 and raw[i] >= clipped[i]
+            steps[i] = lives_lost[i] = raw[i] = clipped[i] = 0
     envs.close()
 
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 from helpers import load_script
 from test_ppo_atari_envpool import SCRIPTED_GAMES, SCRIPTED_STEPS
@@ -45,25 +46,29 @@ def test_gae_equals_the_pytorch_scripts(module):
 def test_fixed_shape_episode_statistics_count_the_games_of_the_pytorch_wrapper(module):
     """The scripted steps of the PyTorch wrapper's test (lives, reset steps, a game over and a truncation), through
     the jitted step of the fixed-shape statistics: the same games end, with the same returns and lengths."""
-    stats = module.RecordEpisodeStatistics(*jnp.zeros((3, 2)))
+    stats = module.no_episodes(2)
     step = jax.jit(lambda stats, infos, truncations: stats.step(infos, truncations))
     games = []
-    for rewards, _, games_over, truncations, elapsed in SCRIPTED_STEPS:
-        infos = {"reward": jnp.array(rewards), "terminated": jnp.array(games_over, jnp.int32)}
-        stats, infos = step(stats, {**infos, "elapsed_step": jnp.array(elapsed, jnp.int32)}, jnp.array(truncations))
+    for rewards, _, games_over, truncations in SCRIPTED_STEPS:
+        infos = {"reward": jnp.array(rewards, jnp.float32), "terminated": jnp.array(games_over, jnp.int32)}
+        stats, infos = step(stats, infos, jnp.array(truncations))
         games.append(module.finished_episodes(infos))
     assert games == SCRIPTED_GAMES
     assert stats.episode_returns.tolist() == [2.0, 0.0]
+    assert stats.episode_lengths.tolist() == [2, 1]
     # the fixed-shape summary: each environment's last finished game
-    assert stats.returned_episode_returns.tolist() == [13.0, 3.0] and stats.returned_episode_lengths.tolist() == [3, 1]
+    assert stats.returned_episode_returns.tolist() == [13.0, 3.0]
+    assert stats.returned_episode_lengths.tolist() == [4, 2]
 
 
 @pytest.mark.parametrize(("features", "size", "stride", "width"), [(32, 8, 4, 84), (64, 4, 2, 20), (64, 3, 1, 9)])
 def test_scan_variants_convolution_equals_flax_conv(features, size, stride, width):
     x = jax.random.normal(jax.random.PRNGKey(0), (2, width, width, 5))
-    flax_conv = xla_jax.layer_init(nn.Conv, features, (size, size), (stride, stride), padding="VALID")
+    settings = dict(kernel_size=(size, size), strides=(stride, stride), padding="VALID")
+    initialisation = dict(kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))
+    flax_conv = nn.Conv(features, **settings, **initialisation)
     params = jax.jit(flax_conv.init)(jax.random.PRNGKey(1), x)
-    ours = xla_jax_scan.layer_init(xla_jax_scan.Conv, features, size, stride)
+    ours = xla_jax_scan.Conv(features, **settings, **initialisation)
     assert jax.tree.map(jnp.shape, jax.eval_shape(ours.init, jax.random.PRNGKey(1), x)) == jax.tree.map(
         jnp.shape, params
     )
@@ -73,7 +78,8 @@ def test_scan_variants_convolution_equals_flax_conv(features, size, stride, widt
 
 
 def init_params(module, obs, key=jax.random.PRNGKey(1)):
-    return module.Agent(4).init(key, obs, key, method=module.Agent.get_action_and_value)
+    network_key, actor_key, critic_key = jax.random.split(key, 3)
+    return module.Agent(4).init(network_key, actor_key, critic_key, obs)
 
 
 def test_both_variants_build_the_same_agent_and_load_each_others_models(tmp_path):
@@ -85,7 +91,7 @@ def test_both_variants_build_the_same_agent_and_load_each_others_models(tmp_path
         jnp.shape, params
     )
     key = jax.random.PRNGKey(2)
-    outputs = (m.Agent(4).apply(params, obs, key, method=m.Agent.get_action_and_value) for m in (xla_jax_scan, xla_jax))
+    outputs = (m.Agent(4).get_action_and_value(params, obs, key) for m in (xla_jax_scan, xla_jax))
     for got, expected in zip(*outputs):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     model = tmp_path / "model.cleanrl_model"
@@ -148,8 +154,8 @@ def test_the_learning_rate_set_in_the_optimizer_state_takes_effect(update_miniba
     assert float(new_state.opt_state[1].hyperparams["learning_rate"]) == 0.0
     state.opt_state[1].hyperparams["learning_rate"] = 0.01
     new_state, _ = update_minibatch(state, b, np.arange(8))
-    kernel = state.params["params"]["actor"]["kernel"]
-    assert not np.allclose(new_state.params["params"]["actor"]["kernel"], kernel)
+    kernel = state.params.actor_params["params"]["Dense_0"]["kernel"]
+    assert not np.allclose(new_state.params.actor_params["params"]["Dense_0"]["kernel"], kernel)
 
 
 def test_reset_steps_take_no_part_in_the_update(update_minibatch):
@@ -169,3 +175,15 @@ def test_reset_steps_take_no_part_in_the_update(update_minibatch):
     # and a valid sample does change them
     changed[3][int(np.flatnonzero(valid == 1)[0])] = 100.0
     assert not np.allclose(update_minibatch(state, tuple(changed), mb_inds)[1][0], info[0])
+
+
+def test_without_exclude_reset_steps_every_sample_counts(update_minibatch):
+    """b_valid None, the default (the reference's update): the means are over all the samples, as with b_valid 1
+    everywhere, to float rounding."""
+    state, b = tiny_batch()
+    every = (*b[:-1], None)
+    ones = (*b[:-1], np.ones(32, np.float32))
+    (new, info), (ones_new, ones_info) = (update_minibatch(state, batch, np.arange(32)) for batch in (every, ones))
+    assert_same_params(new, ones_new)
+    for a, c in zip(info, ones_info):
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-7)

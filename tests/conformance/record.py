@@ -25,6 +25,8 @@ TAGS = (
     "charts/learning_rate",
     "charts/episodic_return",
     "charts/episodic_length",
+    "charts/avg_episodic_return",
+    "charts/avg_episodic_length",
 )
 
 

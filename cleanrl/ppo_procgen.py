@@ -391,9 +391,9 @@ if __name__ == "__main__":
         (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
     )
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
+    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     # TRY NOT TO MODIFY: start the game

@@ -28,6 +28,33 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:continuous]
 }
 
+box2d() {
+# --8<-- [start:box2d]
+# LunarLander-v3 with ppo.py's defaults, with RL Baselines3 Zoo's published PPO settings, and with the settings the
+# tuner found (docs/tuning.md); BipedalWalker-v3 with ppo_continuous_action.py's defaults. 1M steps, 3 seeds.
+python -m cleanrl_utils.benchmark \
+    --env-ids LunarLander-v3 \
+    --command "python cleanrl/ppo.py --no-cuda --total-timesteps 1000000" \
+    --num-seeds 3 \
+    --workers 2
+python -m cleanrl_utils.benchmark \
+    --env-ids LunarLander-v3 \
+    --command "python cleanrl/ppo.py --no-cuda --exp-name ppo_zoo --total-timesteps 1000000 --num-envs 16 --num-steps 1024 --num-minibatches 256 --update-epochs 4 --gamma 0.999 --gae-lambda 0.98 --ent-coef 0.01 --learning-rate 0.0003 --no-anneal-lr --no-clip-vloss" \
+    --num-seeds 3 \
+    --workers 2
+python -m cleanrl_utils.benchmark \
+    --env-ids LunarLander-v3 \
+    --command "python cleanrl/ppo.py --no-cuda --exp-name ppo_tuned --total-timesteps 1000000 --num-envs 16 --num-steps 256 --num-minibatches 128 --update-epochs 6 --learning-rate 0.00129 --anneal-lr --gamma 0.99 --gae-lambda 0.98 --ent-coef 0.00058 --clip-coef 0.1 --no-clip-vloss" \
+    --num-seeds 3 \
+    --workers 2
+python -m cleanrl_utils.benchmark \
+    --env-ids BipedalWalker-v3 \
+    --command "python cleanrl/ppo_continuous_action.py --no-cuda" \
+    --num-seeds 3 \
+    --workers 2
+# --8<-- [end:box2d]
+}
+
 atari() {
 # --8<-- [start:atari]
 python -m cleanrl_utils.benchmark \
@@ -116,7 +143,7 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:pettingzoo]
 }
 
-blocks=(classic continuous atari envpool jax isaacgym procgen pettingzoo)
+blocks=(classic box2d continuous atari envpool jax isaacgym procgen pettingzoo)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

@@ -21,6 +21,12 @@ classic() {
     report classic --exp-names ppo --env-ids CartPole-v1 Acrobot-v1 MountainCar-v0
 }
 
+box2d() {
+    # the runs of benchmark/ppo.sh box2d: ppo.py's defaults, the published and the tuned settings; the continuous
+    # script's defaults
+    report box2d --exp-names ppo ppo_zoo ppo_tuned ppo_continuous_action --env-ids LunarLander-v3 BipedalWalker-v3
+}
+
 atari() {
     report atari --exp-names ppo_atari ppo_atari_lstm ppo_atari_multigpu \
         --env-ids PongNoFrameskip-v4 BreakoutNoFrameskip-v4 BeamRiderNoFrameskip-v4
@@ -66,7 +72,7 @@ isaacgym() {
     report isaacgym --exp-names ppo_continuous_action_isaacgym --env-ids Ant Cartpole
 }
 
-blocks=(classic atari envpool jax continuous mujoco dm_control procgen pettingzoo isaacgym)
+blocks=(classic box2d atari envpool jax continuous mujoco dm_control procgen pettingzoo isaacgym)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo_plot.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

@@ -732,13 +732,19 @@ class Tuner:
         )
         if remaining:
             finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            # other processes may share the study: stop once it holds enough, whoever ran them
+            callbacks = [self.progress, optuna.study.MaxTrialsCallback(self.args.num_trials, states=finished)]
+            # enqueued trials one at a time: two threads popping the same waiting trial at once may both run it
+            waiting = len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+            first = min(waiting, remaining) if self.args.workers > 1 else 0
+            if first:
+                self.study.optimize(self.objective, n_trials=first, catch=(RunFailed,), callbacks=callbacks)
             self.study.optimize(
                 self.objective,
-                n_trials=remaining,
+                n_trials=remaining - first,
                 n_jobs=self.args.workers,
                 catch=(RunFailed,),
-                # other processes may share the study: stop once it holds enough, whoever ran them
-                callbacks=[self.progress, optuna.study.MaxTrialsCallback(self.args.num_trials, states=finished)],
+                callbacks=callbacks,
             )
         for line in self.summary():
             print(line, flush=True)

@@ -54,7 +54,7 @@ def test_a_study_runs_two_workers_then_resumes_where_it_stopped(tmp_path):
     storage = f"sqlite:///{tmp_path}/tuning/tiny.db"
     first = trials(storage, "tiny")
     assert [t.state for t in first] == [COMPLETE, COMPLETE]
-    assert len({t.user_attrs["worker"] for t in first}) == 2, "each worker thread ran one trial"
+    assert len({t.user_attrs["worker"] for t in first}) == 2, "the enqueued trial alone first, then a worker thread"
     assert first[0].params == {"learning-rate": 0.001, "num-minibatches": 4}, "the [[enqueue]] values come first"
     assert "0 of 2 trials finished; 2 to run, 2 at a time" in proc.stdout
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if " | best " in line) == [

@@ -12,7 +12,7 @@ import optuna
 import pytest
 from helpers import ROOT, assert_user_error, run_python, run_script, script_env
 
-from cleanrl_utils import tuner
+from cleanrl_utils import scripts, tuner
 from cleanrl_utils.report import find_runs, load_run
 
 # Stands in for a training script: logs an episode returning --quality x 100 per iteration, fast (no training).
@@ -215,6 +215,18 @@ def test_search_space_flags_become_the_scripts_command_line():
     assert tuner.flag_words("anneal-lr", False) == ["--no-anneal-lr"]
     assert tuner.flag_words("learning_rate", 0.1 + 0.2) == ["--learning-rate", "0.30000000000000004"]
     assert tuner.flag_words("device-ids", [0, 1]) == ["--device-ids", "0", "1"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmark" / "tune").glob("*.toml")), ids=lambda path: path.stem)
+def test_each_search_space_in_benchmark_fits_its_script(path):
+    """benchmark/tune/ppo_lunarlander.toml searches ppo.py: a file is named after its script, and its flags, values
+    and [[enqueue]] tables read against that script's flags, as the tuner reads them."""
+    matches = [name for name in scripts.script_names() if path.stem.startswith(f"{name}_")]
+    assert matches, f"{path.name} does not start with a script's name"
+    script = max(matches, key=len)
+    flags = scripts.script_flags(scripts.SCRIPTS / f"{script}.py")
+    space = tuner.read_search_space(path, "", flags, f"cleanrl/{script}.py")
+    assert space.distributions, f"{path.name} searches nothing"
 
 
 BAD_SPACES = {

@@ -31,7 +31,8 @@ python -m cleanrl_utils.benchmark \
 box2d() {
 # --8<-- [start:box2d]
 # LunarLander-v3 with ppo.py's defaults, with RL Baselines3 Zoo's published PPO settings, and with the settings the
-# tuner found (docs/tuning.md); BipedalWalker-v3 with ppo_continuous_action.py's defaults. 1M steps, 3 seeds.
+# tuner found (docs/tuning.md); BipedalWalker-v3 with ppo_continuous_action.py's defaults and with the settings the
+# tuner found. 1M steps, 3 seeds.
 python -m cleanrl_utils.benchmark \
     --env-ids LunarLander-v3 \
     --command "python cleanrl/ppo.py --no-cuda --total-timesteps 1000000" \
@@ -50,6 +51,11 @@ python -m cleanrl_utils.benchmark \
 python -m cleanrl_utils.benchmark \
     --env-ids BipedalWalker-v3 \
     --command "python cleanrl/ppo_continuous_action.py --no-cuda" \
+    --num-seeds 3 \
+    --workers 2
+python -m cleanrl_utils.benchmark \
+    --env-ids BipedalWalker-v3 \
+    --command "python cleanrl/ppo_continuous_action.py --no-cuda --exp-name ppo_continuous_action_tuned --total-timesteps 1000000 --num-envs 4 --num-steps 2048 --num-minibatches 32 --update-epochs 6 --learning-rate 0.000727 --anneal-lr --gamma 0.999 --gae-lambda 0.9 --clip-coef 0.3 --no-clip-vloss" \
     --num-seeds 3 \
     --workers 2
 # --8<-- [end:box2d]

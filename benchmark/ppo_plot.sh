@@ -23,8 +23,9 @@ classic() {
 
 box2d() {
     # the runs of benchmark/ppo.sh box2d: ppo.py's defaults, the published and the tuned settings; the continuous
-    # script's defaults
-    report box2d --exp-names ppo ppo_zoo ppo_tuned ppo_continuous_action --env-ids LunarLander-v3 BipedalWalker-v3
+    # script's defaults and tuned settings
+    report box2d --exp-names ppo ppo_zoo ppo_tuned ppo_continuous_action ppo_continuous_action_tuned \
+        --env-ids LunarLander-v3 BipedalWalker-v3
 }
 
 atari() {

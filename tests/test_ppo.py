@@ -115,81 +115,37 @@ def test_track_with_wandb_offline(tmp_path):
     assert list(offline_runs[0].glob("*.wandb"))
 
 
-# ---- unit tests of the algorithm's pieces -------------------------------------------------------
+# ---- the algorithm's pieces, checked through a run whose first update can be worked out by hand ----------
 
 
-def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """The script's compute_gae, which works on the NumPy rollout, called with tensors and answering in tensors."""
-    arrays = (t.numpy() for t in (rewards, values, dones, next_value, next_done))
-    return [torch.from_numpy(a) for a in ppo.compute_gae(*arrays, gamma, gae_lambda)]
+ZERO_OBSERVATION_ENV = FIXED_LENGTH_ENV.replace(
+    "np.full(3, self.t / self.length, np.float32)", "np.zeros(3, np.float32)"
+)
 
 
-def test_gae_by_hand_across_an_episode_boundary():
-    """One environment, three steps; the episode ends after step 1, so obs 2 starts a new one."""
-    gamma, lam = 0.9, 0.8
-    rewards = torch.tensor([[1.0], [2.0], [3.0]])
-    values = torch.tensor([[0.5], [1.0], [1.5]])
-    dones = torch.tensor([[0.0], [0.0], [1.0]])  # dones[2]: obs 2 is the first of a new episode
-    next_value, next_done = torch.tensor([[2.0]]), torch.tensor([0.0])
-    advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, gamma, lam)
-    # step 2 bootstraps from next_value; step 1 ends the episode (no bootstrap); step 0 sees step 1
-    delta2 = 3.0 + 0.9 * 2.0 - 1.5  # 3.3
-    delta1 = 2.0 - 1.0  # 1.0
-    delta0 = 1.0 + 0.9 * 1.0 - 0.5  # 1.4
-    a2 = delta2
-    a1 = delta1
-    a0 = delta0 + 0.9 * 0.8 * a1  # 2.12
-    torch.testing.assert_close(advantages[:, 0], torch.tensor([a0, a1, a2]))
-    torch.testing.assert_close(returns, advantages + values)
-
-
-def test_gae_lambda_one_is_monte_carlo_and_lambda_zero_is_td():
-    generator = torch.Generator().manual_seed(0)
-    rewards, values = torch.randn(5, 2, generator=generator), torch.randn(5, 2, generator=generator)
-    dones = torch.zeros(5, 2)
-    next_value, next_done = torch.randn(1, 2, generator=generator), torch.zeros(2)
-    gamma = 0.97
-    _, returns = compute_gae(rewards, values, dones, next_value, next_done, gamma, 1.0)
-    discounted = next_value[0]
-    for t in reversed(range(5)):
-        discounted = rewards[t] + gamma * discounted
-        torch.testing.assert_close(returns[t], discounted)
-    advantages, _ = compute_gae(rewards, values, dones, next_value, next_done, gamma, 0.0)
-    next_values = torch.cat([values[1:], next_value])
-    torch.testing.assert_close(advantages, rewards + gamma * next_values - values)
-
-
-def test_gae_does_not_bootstrap_past_a_final_done():
-    rewards, values, dones = torch.ones(2, 1), torch.zeros(2, 1), torch.zeros(2, 1)
-    advantages, _ = compute_gae(rewards, values, dones, torch.tensor([[100.0]]), torch.tensor([1.0]), 0.99, 0.95)
-    torch.testing.assert_close(advantages[:, 0], torch.tensor([1 + 0.99 * 0.95, 1.0]))
-
-
-def test_policy_loss_clips_the_ratio():
-    adv = torch.tensor([1.0, 1.0, -1.0, -1.0])
-    old = torch.zeros(4)
-    ratio = torch.tensor([1.1, 1.5, 0.5, 0.95])
-    loss, old_kl, kl, clipfrac = ppo.policy_loss(torch.log(ratio), old, adv, clip_coef=0.2)
-    # per sample: max(-A r, -A clip(r)) = -1.1, -1.2, 0.8, 0.95
-    assert loss.item() == pytest.approx((-1.1 - 1.2 + 0.8 + 0.95) / 4, rel=1e-5)
-    assert clipfrac == pytest.approx(0.5)
-    assert old_kl.item() == pytest.approx((-torch.log(ratio)).mean().item(), rel=1e-5)
-    assert kl.item() == pytest.approx(((ratio - 1) - torch.log(ratio)).mean().item(), rel=1e-5)
-
-
-def test_policy_loss_gradient_vanishes_where_clipped():
-    new = torch.log(torch.tensor([1.5, 1.05])).requires_grad_()
-    loss, *_ = ppo.policy_loss(new, torch.zeros(2), torch.tensor([1.0, 1.0]), clip_coef=0.2)
-    loss.backward()
-    assert new.grad[0] == 0.0 and new.grad[1] != 0.0
-
-
-def test_value_loss_with_and_without_clipping():
-    newvalue, oldvalue, returns = torch.tensor([2.0, 0.0]), torch.tensor([1.0, 0.0]), torch.tensor([3.0, 1.0])
-    assert ppo.value_loss(newvalue, oldvalue, returns, 0.2, clip_vloss=False).item() == pytest.approx(0.5 * (1 + 1) / 2)
-    # sample 0: the clipped value 1.2 is further from 3 than 2.0 is, so max picks (3 - 1.2)^2 = 3.24
-    clipped = ppo.value_loss(newvalue, oldvalue, returns, 0.2, clip_vloss=True).item()
-    assert clipped == pytest.approx(0.5 * (3.24 + 1.0) / 2, rel=1e-5)
+@pytest.mark.parametrize(("env_id", "length"), [("FixedLength-v0", 10), ("Truncated-v0", 7)])
+def test_first_update_losses_match_gae_worked_out_by_hand(tmp_path, env_id, length):
+    """Zero observations make the fresh network's outputs exactly zero (zero biases): every value is 0 and every
+    logit 0, so the ratio is exactly 1. With one epoch of one minibatch, the losses logged at iteration 1 are those
+    of the rollout's own batch, and the returns are GAE's over episodes of `length` steps paying 1 per step,
+    ended by a termination or by the time limit (a truncation also ends GAE's sum, as in the reference)."""
+    (tmp_path / "zeroenv.py").write_text(ZERO_OBSERVATION_ENV)
+    env = script_env(PYTHONPATH=str(tmp_path))
+    gamma, lam, num_envs, num_steps = 0.9, 0.8, 2, 32
+    args = ["--env-id", f"zeroenv:{env_id}", "--num-envs", str(num_envs), "--num-steps", str(num_steps)]
+    args += ["--total-timesteps", str(num_envs * num_steps), "--update-epochs", "1", "--num-minibatches", "1"]
+    run_script("ppo.py", *args, "--gamma", str(gamma), "--gae-lambda", str(lam), cwd=tmp_path, env=env)
+    scalars = read_scalars(only_run_dir(tmp_path))
+    # values are 0, so each return is the advantage: the sum of (gamma lambda)^k over the rest of the episode
+    # inside the rollout (the last step bootstraps from the value 0)
+    left = np.array([min(length - t % length, num_steps - t) for t in range(num_steps)])
+    returns = (1 - (gamma * lam) ** left) / (1 - gamma * lam)
+    logged = {tag: points[0][1] for tag, points in scalars.items()}
+    assert logged["losses/value_loss"] == pytest.approx(0.5 * np.mean(returns**2), rel=1e-6)
+    assert logged["losses/policy_loss"] == pytest.approx(0.0, abs=1e-6)  # minus the mean normalised advantage
+    assert logged["losses/entropy"] == pytest.approx(np.log(2), rel=1e-6)
+    assert logged["losses/old_approx_kl"] == logged["losses/approx_kl"] == logged["losses/clipfrac"] == 0.0
+    assert logged["losses/explained_variance"] == 0.0
 
 
 def test_agent_shapes_and_initialisation():

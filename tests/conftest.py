@@ -13,3 +13,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_report_header(config):
+    """Which machine kind the conformance records see here: bitwise where a record holds it, else within tolerance."""
+    import json
+
+    from helpers import CONFORMANCE, machine_kind
+
+    kind = machine_kind()
+    records = [json.loads(path.read_text()) for path in sorted(CONFORMANCE.glob("*.json"))]
+    known = [r for r in records if any(m.get("kind") == kind for m in r.get("machines", {}).values())]
+    return (
+        f"conformance: machine kind {kind} (tests/conformance/fingerprint.py); {len(known)} of {len(records)} records "
+        "hold it and compare bitwise, the others within their portable tolerance"
+    )

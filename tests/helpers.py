@@ -1,5 +1,7 @@
 """What the tests share: running a script as a user would, and reading back what it logged."""
 
+import functools
+import json
 import os
 import shutil
 import subprocess
@@ -238,3 +240,103 @@ def without_cleanrl_utils_env(tmp_path, **extra):
     (hidden / "cleanrl_utils" / "__init__.py").write_text(missing)
     pythonpath = os.pathsep.join(p for p in (str(hidden), extra.pop("PYTHONPATH", "")) if p)
     return script_env(PYTHONPATH=pythonpath, **extra)
+
+
+# ---- conformance records (tests/conformance/README.md) -------------------------------------------------------------
+
+CONFORMANCE = Path(__file__).parent / "conformance"
+# the kernel settings that round like another CPU (CONVENTIONS §6), together: "pinned" in the machine files
+PINNED = {"MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default"}
+
+
+def record_env(record, **extra):
+    """The environment a record's configuration runs in: script_env with the record's own variables and `extra`."""
+    variables = dict(record.get("env", {}))
+    if "PYTHONPATH" in variables:  # a folder of this repository, named from its root
+        variables["PYTHONPATH"] = str(ROOT / variables["PYTHONPATH"])
+    return script_env(**variables, **extra)
+
+
+def run_record(record, cwd, **extra):
+    """Runs a record's configuration in `cwd` as the conformance test does; returns every scalar it logged."""
+    env = record_env(record, **extra)
+    if record.get("nproc", 1) > 1:
+        run_torchrun(record["script"], record["nproc"], *record["args"], cwd=cwd, env=env)
+    else:
+        run_script(record["script"], *record["args"], cwd=cwd, env=env)
+    return {tag: [[step, value] for step, value in points] for tag, points in read_scalars(only_run_dir(cwd)).items()}
+
+
+KIND_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_CBWR",
+    "ONEDNN_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "NPY_DISABLE_CPU_FEATURES",
+    "XLA_FLAGS",
+)
+
+
+@functools.cache
+def _machine_kind(settings):
+    env = script_env(**dict(settings))
+    for name in KIND_VARIABLES:
+        if name not in dict(settings):
+            env.pop(name, None)
+    proc = run_python(CONFORMANCE / "fingerprint.py", cwd=ROOT, env=env, timeout=300)
+    return json.loads(proc.stdout)["kind"]
+
+
+def machine_kind(**extra):
+    """This machine's kind (tests/conformance/fingerprint.py) under script_env with `extra`: the same kind rounds the
+    same way, so a record holding numbers for it is compared bitwise."""
+    env = script_env(**extra)
+    return _machine_kind(tuple(sorted((name, env[name]) for name in KIND_VARIABLES if name in env)))
+
+
+def bitwise_problems(expected, ours):
+    """What differs between a machine's recorded numbers and ours: every tag, every point, exactly."""
+    problems = []
+    for tag, points in expected.items():
+        got = ours.get(tag, [])
+        if [step for step, _ in got] != [step for step, _ in points]:
+            problems.append(
+                f"{tag}: logged at steps {[s for s, _ in got][:8]}..., recorded {[s for s, _ in points][:8]}..."
+            )
+            continue
+        for i, ((step, value), (_, mine)) in enumerate(zip(points, got)):
+            if mine != value and not (np.isnan(mine) and np.isnan(value)):
+                problems.append(f"{tag}: point {i} (step {step}) is {mine!r}, recorded {value!r}")
+                break
+    return problems
+
+
+def portable_problems(record, expected, ours):
+    """What differs by more than the record's measured rounding, over the record's portable horizon: the first
+    `iterations` points of each update tag, and every episode that ended by then."""
+    portable = record["portable"]
+    horizon = None
+    problems = []
+    for tag, points in expected.items():
+        if tag.startswith("losses/") or tag == "charts/learning_rate":
+            last = points[: portable["iterations"]][-1][0]
+            horizon = last if horizon is None else max(horizon, last)
+    for tag, points in expected.items():
+        if tag not in portable["tolerance"]:
+            continue
+        points = [[step, value] for step, value in points if step <= horizon]
+        got = [[step, value] for step, value in ours.get(tag, []) if step <= horizon]
+        if [step for step, _ in got] != [step for step, _ in points]:
+            problems.append(f"{tag}: logged at steps {[s for s, _ in got]}, the reference at {[s for s, _ in points]}")
+            continue
+        rtol, atol = portable["tolerance"][tag]["rtol"], portable["tolerance"][tag]["atol"]
+        expected_values = np.array([value for _, value in points])
+        values = np.array([value for _, value in got])
+        off = np.abs(values - expected_values) - (atol + rtol * np.abs(expected_values))
+        if len(off) and np.nanmax(off) > 0 or np.isnan(values).tolist() != np.isnan(expected_values).tolist():
+            worst = int(np.nanargmax(off))
+            problems.append(
+                f"{tag}: point {worst} (step {points[worst][0]}) is {values[worst]!r}, "
+                f"expected {expected_values[worst]!r} (rtol {rtol}, atol {atol})"
+            )
+    return problems

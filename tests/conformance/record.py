@@ -39,9 +39,12 @@ def scalars(run_dir, tags=TAGS):
 
 
 def dump(record):
-    """The record as JSON, one tag's numbers to a line, so a diff shows which tag changed."""
+    """The record as JSON, one tag's numbers to a line (the reference's and each machine's), so a diff shows which
+    tag changed."""
     text = json.dumps(record, indent=1)
-    for stack in record.get("reference", {}).values():
+    numbers = list(record.get("reference", {}).values())
+    numbers += [machine["numbers"] for machine in record.get("machines", {}).values()]
+    for stack in numbers:
         for tag, points in stack.items():
             # the tag's indented rendering, at whatever depth, becomes one line
             indented = re.compile(r"( *)" + re.escape(json.dumps(tag)) + r": \[\n.*?\n\1\]", re.S)

@@ -35,7 +35,6 @@ PACKAGES = (
     "pettingzoo",
     "supersuit",
     "multi-agent-ale-py",
-    "gym-microrts",
 )
 
 

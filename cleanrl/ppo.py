@@ -214,7 +214,8 @@ if __name__ == "__main__":
         )
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Box and Discrete ones")
 

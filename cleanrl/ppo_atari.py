@@ -23,7 +23,8 @@ try:
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
         from stable_baselines3.common import atari_wrappers
 except ModuleNotFoundError as e:
-    print(f"error: {e.name} is missing; pip install -r requirements/requirements-atari.txt", file=sys.stderr)
+    missing = f"{e.name} is missing; pip install -r requirements/requirements-atari.txt"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 gym.register_envs(ale_py)  # the Atari ids, with the game ROMs inside the package
 
@@ -240,7 +241,8 @@ if __name__ == "__main__":
         )
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Box and Discrete ones")
 

@@ -1,4 +1,4 @@
-# PPO for Atari games on EnvPool's C++ vector environment; docs: docs/ppo.md#ppo_atari_envpoolpy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpoolpy
 import os
 import random
 import sys
@@ -19,7 +19,8 @@ from torch.utils.tensorboard import SummaryWriter
 try:
     import envpool
 except ModuleNotFoundError as e:
-    print(f"error: {e.name} is missing; pip install -r requirements/requirements-envpool.txt", file=sys.stderr)
+    missing = f"{e.name} is missing; pip install -r requirements/requirements-envpool.txt"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -195,48 +196,6 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
-def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
-    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
-    advantages = np.zeros_like(rewards)
-    lastgaelam = 0
-    num_steps = rewards.shape[0]
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages, advantages + values
-
-
-def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
-    logratio = newlogprob - oldlogprob
-    ratio = logratio.exp()
-    with torch.no_grad():
-        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
-
-
-def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
-    """Half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on."""
-    v_loss_unclipped = (newvalue - returns) ** 2
-    if not clip_vloss:
-        return 0.5 * v_loss_unclipped.mean()
-    v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
-    v_loss_clipped = (v_clipped - returns) ** 2
-    return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-
-
 def fail(message):
     """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
     print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
@@ -266,7 +225,7 @@ def check_args(args):
         return "--upload-model uploads the saved model: add --save-model"
 
 
-def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
+def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
     """Plays `eval_episodes` episodes with a saved model; returns their returns."""
     envs = make_env(env_id, 1, seed, capture_video, run_name)
     agent = Agent(envs).to(device)
@@ -317,8 +276,10 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -331,22 +292,21 @@ if __name__ == "__main__":
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup, in numpy like the environments
-    obs = np.zeros(
-        (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
-    )
-    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset()
-    next_done = np.zeros(args.num_envs, dtype=np.float32)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -362,15 +322,16 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                values[step] = value.flatten().cpu().numpy()
-            actions[step] = action.cpu().numpy()
-            logprobs[step] = logprob.cpu().numpy()
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
-            next_done = np.logical_or(terminations, truncations).astype(np.float32)
-            rewards[step] = reward
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).to(device).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
 
             for episodic_return, episodic_length in finished_episodes(infos):
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
@@ -379,37 +340,70 @@ if __name__ == "__main__":
 
         # bootstrap value if not done
         with torch.no_grad():
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
 
         # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
-        b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
-        b_values = torch.from_numpy(values.reshape(-1)).to(device)
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
 
         # Optimizing the policy and value network
         b_inds = np.arange(args.batch_size)
         if args.exclude_reset_steps:  # EnvPool's reset steps (dones[t] = 1) are no experience of the policy
-            b_inds = np.flatnonzero(dones.reshape(-1) == 0)
+            b_inds = np.flatnonzero(dones.reshape(-1).cpu().numpy() == 0)
         clipfracs = []
         for epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
             for mb_inds in np.array_split(b_inds, args.num_minibatches):
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                 mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
-                pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
-                )
-                clipfracs.append(clipfrac)
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
                 newvalue = newvalue.view(-1)
-                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds],
+                        -args.clip_coef,
+                        args.clip_coef,
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
@@ -423,7 +417,7 @@ if __name__ == "__main__":
 
         y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
         if args.exclude_reset_steps:  # the explained variance of the samples the update used
-            y_pred, y_true = y_pred[dones.reshape(-1) == 0], y_true[dones.reshape(-1) == 0]
+            y_pred, y_true = y_pred[np.sort(b_inds)], y_true[np.sort(b_inds)]
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
@@ -439,7 +433,8 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)

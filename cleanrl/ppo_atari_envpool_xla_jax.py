@@ -1,4 +1,4 @@
-# PPO for Atari in JAX, stepping EnvPool inside jitted code; docs: docs/ppo.md#ppo_atari_envpool_xla_jaxpy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpool_xla_jaxpy
 import os
 import random
 import sys
@@ -24,7 +24,8 @@ try:
     from flax.training.train_state import TrainState
 except ModuleNotFoundError as e:
     extra = "envpool" if e.name == "envpool" else "jax"
-    print(f"error: {e.name} is missing; pip install -r requirements/requirements-{extra}.txt", file=sys.stderr)
+    missing = f"{e.name} is missing; pip install -r requirements/requirements-{extra}.txt"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -337,7 +338,7 @@ def update_minibatch(agent_state, b, mb_inds, agent, clip_coef, clip_vloss, ent_
     return agent_state.apply_gradients(grads=grads), info
 
 
-def evaluate(model_path, env_id, eval_episodes, seed=1):
+def evaluate(model_path, env_id, eval_episodes, seed):
     """Plays `eval_episodes` episodes with a saved model; returns their returns."""
     envs = make_env(env_id, 1, seed)
     agent = Agent(envs.single_action_space.n)
@@ -395,8 +396,10 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -506,7 +509,8 @@ if __name__ == "__main__":
         writer.add_scalar("charts/avg_episodic_return", np.mean(returned.returned_episode_returns), global_step)
         writer.add_scalar("charts/avg_episodic_length", np.mean(returned.returned_episode_lengths), global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)

@@ -1,4 +1,4 @@
-# PPO for Atari in JAX, its loops as jax.lax.scan; docs: docs/ppo.md#ppo_atari_envpool_xla_jax_scanpy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpool_xla_jaxpy
 import os
 import random
 import sys
@@ -25,7 +25,8 @@ try:
     from flax.training.train_state import TrainState
 except ModuleNotFoundError as e:
     extra = "envpool" if e.name == "envpool" else "jax"
-    print(f"error: {e.name} is missing; pip install -r requirements/requirements-{extra}.txt", file=sys.stderr)
+    missing = f"{e.name} is missing; pip install -r requirements/requirements-{extra}.txt"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -394,7 +395,7 @@ def update_epoch(agent_state, b, minibatches, agent, **loss_settings):
     return jax.lax.scan(lambda agent_state, mb_inds: step(agent_state, mb_inds=mb_inds), agent_state, minibatches)
 
 
-def evaluate(model_path, env_id, eval_episodes, seed=1):
+def evaluate(model_path, env_id, eval_episodes, seed):
     """Plays `eval_episodes` episodes with a saved model; returns their returns."""
     envs = make_env(env_id, 1, seed)
     agent = Agent(envs.single_action_space.n)
@@ -452,8 +453,10 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -529,8 +532,8 @@ if __name__ == "__main__":
         for epoch in range(args.update_epochs):
             key, permutation_key = jax.random.split(key)
             b_inds = jax.random.permutation(permutation_key, args.batch_size)
-            agent_state, infos = update_epoch_fn(agent_state, b, b_inds.reshape(args.num_minibatches, -1))
-            for info in zip(*jax.device_get(infos)):  # each minibatch's losses in turn
+            agent_state, losses = update_epoch_fn(agent_state, b, b_inds.reshape(args.num_minibatches, -1))
+            for info in zip(*jax.device_get(losses)):  # each minibatch's losses in turn
                 pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = info
                 clipfracs.append(clipfrac)
 
@@ -561,7 +564,8 @@ if __name__ == "__main__":
         writer.add_scalar("charts/avg_episodic_return", np.mean(returned.returned_episode_returns), global_step)
         writer.add_scalar("charts/avg_episodic_length", np.mean(returned.returned_episode_lengths), global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)

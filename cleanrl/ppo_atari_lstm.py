@@ -1,4 +1,4 @@
-# PPO for Atari games with an LSTM instead of frame stacking (the 5 LSTM details); docs: docs/ppo.md#ppo_atari_lstmpy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_lstmpy
 import contextlib
 import os
 import random
@@ -23,7 +23,8 @@ try:
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
         from stable_baselines3.common import atari_wrappers
 except ModuleNotFoundError as e:
-    print(f"error: {e.name} is missing; pip install -r requirements/requirements-atari.txt", file=sys.stderr)
+    missing = f"{e.name} is missing; pip install -r requirements/requirements-atari.txt"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 gym.register_envs(ale_py)  # the Atari ids, with the game ROMs inside the package
 
@@ -161,8 +162,6 @@ class Agent(nn.Module):
         self.critic = layer_init(nn.Linear(128, 1), std=1)
 
     def get_states(self, x, lstm_state, done):
-        """Runs the trunk, then the LSTM one step at a time over x and done, time-major (num_steps x num_envs);
-        the state is zeroed before a step whose done is 1 (a new episode). Returns every output and the last state."""
         hidden = self.network(x / 255.0)
 
         # LSTM logic
@@ -195,48 +194,6 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
 
-def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
-    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
-    advantages = np.zeros_like(rewards)
-    lastgaelam = 0
-    num_steps = rewards.shape[0]
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages, advantages + values
-
-
-def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
-    logratio = newlogprob - oldlogprob
-    ratio = logratio.exp()
-    with torch.no_grad():
-        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
-
-
-def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
-    """Half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on."""
-    v_loss_unclipped = (newvalue - returns) ** 2
-    if not clip_vloss:
-        return 0.5 * v_loss_unclipped.mean()
-    v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
-    v_loss_clipped = (v_clipped - returns) ** 2
-    return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-
-
 def fail(message):
     """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
     print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
@@ -266,7 +223,7 @@ def check_args(args):
         return "--upload-model uploads the saved model: add --save-model"
 
 
-def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
+def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
     """Plays `eval_episodes` episodes with a saved model, carrying the LSTM state; returns their returns."""
     envs = gym.vector.SyncVectorEnv(
         [make_env(env_id, 0, capture_video, run_name)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
@@ -274,7 +231,10 @@ def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
     obs, _ = envs.reset(seed=seed)
-    lstm_state = (torch.zeros(agent.lstm.num_layers, 1, agent.lstm.hidden_size).to(device),) * 2  # hidden, cell
+    lstm_state = (
+        torch.zeros(agent.lstm.num_layers, 1, agent.lstm.hidden_size).to(device),
+        torch.zeros(agent.lstm.num_layers, 1, agent.lstm.hidden_size).to(device),
+    )  # hidden and cell states
     done = torch.zeros(1).to(device)
     episodic_returns = []
     while len(episodic_returns) < eval_episodes:
@@ -314,7 +274,8 @@ if __name__ == "__main__":
         )
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Box and Discrete ones")
 
@@ -330,8 +291,10 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -344,22 +307,21 @@ if __name__ == "__main__":
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup, in numpy like the environments
-    obs = np.zeros(
-        (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
-    )
-    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset(seed=args.seed)
-    next_done = np.zeros(args.num_envs, dtype=np.float32)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
     next_lstm_state = (
         torch.zeros(agent.lstm.num_layers, args.num_envs, agent.lstm.hidden_size).to(device),
         torch.zeros(agent.lstm.num_layers, args.num_envs, agent.lstm.hidden_size).to(device),
@@ -381,16 +343,17 @@ if __name__ == "__main__":
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
-                    torch.from_numpy(next_obs).to(device), next_lstm_state, torch.from_numpy(next_done).to(device)
+                    next_obs, next_lstm_state, next_done
                 )
-                values[step] = value.flatten().cpu().numpy()
-            actions[step] = action.cpu().numpy()
-            logprobs[step] = logprob.cpu().numpy()
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
-            next_done = np.logical_or(terminations, truncations).astype(np.float32)
-            rewards[step] = reward
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).to(device).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
 
             for episodic_return, episodic_length in finished_episodes(infos):
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
@@ -400,22 +363,33 @@ if __name__ == "__main__":
         # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(
-                torch.from_numpy(next_obs).to(device), next_lstm_state, torch.from_numpy(next_done).to(device)
-            )
-            next_value = next_value.reshape(1, -1).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+                next_obs,
+                next_lstm_state,
+                next_done,
+            ).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
 
         # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_dones = torch.from_numpy(dones.reshape(-1)).to(device)
-        b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
-        b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
-        b_values = torch.from_numpy(values.reshape(-1)).to(device)
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_dones = dones.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
 
-        # Optimizing the policy and value network: a minibatch holds whole environments, replayed from the rollout's
-        # initial LSTM state, so that their sequences stay intact
+        # Optimizing the policy and value network
         envsperbatch = args.num_envs // args.num_minibatches
         envinds = np.arange(args.num_envs)
         flatinds = np.arange(args.batch_size).reshape(args.num_steps, args.num_envs)
@@ -433,17 +407,39 @@ if __name__ == "__main__":
                     b_dones[mb_inds],
                     b_actions.long()[mb_inds],
                 )
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                 mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
-                pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
-                )
-                clipfracs.append(clipfrac)
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
                 newvalue = newvalue.view(-1)
-                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds],
+                        -args.clip_coef,
+                        args.clip_coef,
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
@@ -471,7 +467,8 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)

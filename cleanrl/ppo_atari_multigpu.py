@@ -1,4 +1,4 @@
-# PPO for Atari games on several processes that average their gradients; docs: docs/ppo.md#ppo_atari_multigpupy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_multigpupy
 import contextlib
 import os
 import random
@@ -25,7 +25,8 @@ try:
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
         from stable_baselines3.common import atari_wrappers
 except ModuleNotFoundError as e:
-    print(f"error: {e.name} is missing; pip install -r requirements/requirements-atari.txt", file=sys.stderr)
+    missing = f"{e.name} is missing; pip install -r requirements/requirements-atari.txt"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 gym.register_envs(ale_py)  # the Atari ids, with the game ROMs inside the package
 
@@ -183,48 +184,6 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
-def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
-    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
-    advantages = np.zeros_like(rewards)
-    lastgaelam = 0
-    num_steps = rewards.shape[0]
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages, advantages + values
-
-
-def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
-    logratio = newlogprob - oldlogprob
-    ratio = logratio.exp()
-    with torch.no_grad():
-        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
-
-
-def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
-    """Half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on."""
-    v_loss_unclipped = (newvalue - returns) ** 2
-    if not clip_vloss:
-        return 0.5 * v_loss_unclipped.mean()
-    v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
-    v_loss_clipped = (v_clipped - returns) ** 2
-    return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-
-
 def fail(message):
     """One line on stderr and exit status 2: how every error a user can cause ends, before any training.
     Every process finds the same error; rank 0 alone reports it."""
@@ -265,17 +224,6 @@ def check_args(args):
         return "--upload-model uploads the saved model: add --save-model"
 
 
-def average_gradients(params, world_size):
-    """Replaces every gradient by its mean over all processes, in one all_reduce call over the flattened gradients
-    (one call instead of one per parameter); every process then takes the same optimizer step."""
-    grads = [param.grad for param in params]
-    flat = torch.cat([grad.flatten() for grad in grads])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    flat /= world_size
-    for grad, mean in zip(grads, flat.split([grad.numel() for grad in grads])):
-        grad.copy_(mean.view_as(grad))
-
-
 def gather_episodes(episodes, world_size):
     """The finished episodes of all processes, [(global_step, return, length)] in step order, for rank 0 to log."""
     if world_size == 1:
@@ -285,7 +233,7 @@ def gather_episodes(episodes, world_size):
     return sorted(episode for episodes in everyone for episode in episodes)
 
 
-def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
+def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
     """Plays `eval_episodes` episodes with a saved model; returns their returns."""
     envs = gym.vector.SyncVectorEnv(
         [make_env(env_id, 0, capture_video, run_name)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
@@ -337,7 +285,8 @@ if __name__ == "__main__":
         )
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
         fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Box and Discrete ones")
 
@@ -354,8 +303,10 @@ if __name__ == "__main__":
         )
     if rank == 0:
         writer = SummaryWriter(f"runs/{run_name}")
-        table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        writer.add_text(
+            "hyperparameters",
+            "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+        )
 
     # TRY NOT TO MODIFY: seeding (the same seed in every process first, so that all build the same initial weights)
     random.seed(args.seed)
@@ -379,15 +330,13 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed + rank)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup, in numpy like the environments
-    obs = np.zeros(
-        (args.num_steps, args.local_num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
-    )
-    actions = np.zeros((args.num_steps, args.local_num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
-    rewards = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
-    values = np.zeros((args.num_steps, args.local_num_envs), dtype=np.float32)
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.local_num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.local_num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
@@ -398,7 +347,8 @@ if __name__ == "__main__":
     else:
         env_seed = args.seed + rank  # env i of rank r: seed + r + i, as in the reference
     next_obs, _ = envs.reset(seed=env_seed)
-    next_done = np.zeros(args.local_num_envs, dtype=np.float32)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.local_num_envs).to(device)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -415,15 +365,16 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                values[step] = value.flatten().cpu().numpy()
-            actions[step] = action.cpu().numpy()
-            logprobs[step] = logprob.cpu().numpy()
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
-            next_done = np.logical_or(terminations, truncations).astype(np.float32)
-            rewards[step] = reward
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).to(device).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
 
             episodes += [(global_step, *episode) for episode in finished_episodes(infos)]
 
@@ -435,16 +386,27 @@ if __name__ == "__main__":
 
         # bootstrap value if not done
         with torch.no_grad():
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
 
         # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
-        b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
-        b_values = torch.from_numpy(values.reshape(-1)).to(device)
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
 
         # Optimizing the policy and value network
         b_inds = np.arange(args.local_batch_size)
@@ -456,24 +418,61 @@ if __name__ == "__main__":
                 mb_inds = b_inds[start:end]
 
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                 mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
-                pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
-                )
-                clipfracs.append(clipfrac)
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
                 newvalue = newvalue.view(-1)
-                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds],
+                        -args.clip_coef,
+                        args.clip_coef,
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                if args.world_size > 1:  # the mean gradient of all processes' minibatches: one global minibatch
-                    average_gradients(agent.parameters(), args.world_size)
+
+                if args.world_size > 1:
+                    # batch allreduce ops: see https://github.com/entity-neural-network/incubator/pull/220
+                    all_grads_list = []
+                    for param in agent.parameters():
+                        if param.grad is not None:
+                            all_grads_list.append(param.grad.view(-1))
+                    all_grads = torch.cat(all_grads_list)
+                    dist.all_reduce(all_grads, op=dist.ReduceOp.SUM)
+                    offset = 0
+                    for param in agent.parameters():
+                        if param.grad is not None:
+                            param.grad.data.copy_(
+                                all_grads[offset : offset + param.numel()].view_as(param.grad.data) / args.world_size
+                            )
+                            offset += param.numel()
+
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
@@ -502,7 +501,8 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)

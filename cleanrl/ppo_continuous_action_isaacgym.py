@@ -1,4 +1,4 @@
-# PPO for continuous actions on Isaac Gym (IsaacGymEnvs tasks); docs: docs/ppo.md#ppo_continuous_action_isaacgympy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_action_isaacgympy
 import os
 import random
 import sys
@@ -12,7 +12,8 @@ try:
     import isaacgym  # noqa: F401
     import isaacgymenvs
 except (ImportError, RuntimeError) as e:  # RuntimeError: an Isaac Gym without bindings for this Python
-    isaacgymenvs, isaacgym_import_error = None, e
+    isaacgymenvs = None
+    isaacgym_import_error = e
 
 import numpy as np
 import torch
@@ -102,10 +103,15 @@ class RecordVideo:
     `video_folder`. Isaac Gym renders into a virtual screen when the task is made with virtual_screen_capture=True."""
 
     def __init__(self, env, video_folder, step_frequency, video_length=100):
-        self.env, self.video_folder = env, video_folder
-        self.step_frequency, self.video_length = step_frequency, video_length
-        self.num_envs, self.observation_space, self.action_space = env.num_envs, env.observation_space, env.action_space
-        self.step_id, self.frames = 0, []
+        self.env = env
+        self.video_folder = video_folder
+        self.step_frequency = step_frequency
+        self.video_length = video_length
+        self.num_envs = env.num_envs
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.step_id = 0
+        self.frames = []
 
     def reset(self):
         return self.env.reset()
@@ -136,8 +142,10 @@ class RecordEpisodeStatisticsTorch:
     every environment's episode, in tensors on the task's device (where `dones` is set: the episode it ended)."""
 
     def __init__(self, env, device):
-        self.env, self.num_envs = env, env.num_envs
-        self.single_observation_space, self.single_action_space = env.observation_space, env.action_space
+        self.env = env
+        self.num_envs = env.num_envs
+        self.single_observation_space = env.observation_space
+        self.single_action_space = env.action_space
         self.episode_returns = torch.zeros(env.num_envs, dtype=torch.float64, device=device)
         self.episode_lengths = torch.zeros(env.num_envs, dtype=torch.int64, device=device)
 
@@ -146,8 +154,10 @@ class RecordEpisodeStatisticsTorch:
 
     def step(self, actions):
         obs, rewards, dones, infos = self.env.step(actions)
-        infos["r"], infos["l"] = self.episode_returns + rewards, self.episode_lengths + 1
-        self.episode_returns, self.episode_lengths = infos["r"] * (1 - dones), infos["l"] * (1 - dones)
+        infos["r"] = self.episode_returns + rewards
+        infos["l"] = self.episode_lengths + 1
+        self.episode_returns = infos["r"] * (1 - dones)
+        self.episode_lengths = infos["l"] * (1 - dones)
         return obs["obs"], rewards, dones, infos
 
     def close(self):
@@ -176,13 +186,14 @@ def make_env(env_id, num_envs, seed, device, capture_video, run_name, record_vid
     return RecordEpisodeStatisticsTorch(envs, device)
 
 
-def finished_episodes(dones, next_done, episode_returns, episode_lengths, global_step):
+def finished_episodes_of_rollout(dones, next_done, episode_returns, episode_lengths, global_step):
     """[(global step, return, length)] of the episodes that ended in a rollout of shape (num_steps, num_envs), read
     in one look at all of it: the rollout's only copy to the host. dones[t] is 1 where obs[t] starts a new episode."""
     num_steps, num_envs = dones.shape
     ended_step, ended_env = torch.cat([dones[1:], next_done[None]]).nonzero(as_tuple=True)
     ended_global_steps = (global_step - (num_steps - 1 - ended_step) * num_envs).tolist()
-    ended_returns, ended_lengths = episode_returns[ended_step, ended_env], episode_lengths[ended_step, ended_env]
+    ended_returns = episode_returns[ended_step, ended_env]
+    ended_lengths = episode_lengths[ended_step, ended_env]
     return list(zip(ended_global_steps, ended_returns.tolist(), ended_lengths.tolist()))
 
 
@@ -222,48 +233,6 @@ class Agent(nn.Module):
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
-
-
-def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
-    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
-    advantages = torch.zeros_like(rewards)
-    lastgaelam = 0
-    num_steps = rewards.shape[0]
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages, advantages + values
-
-
-def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
-    logratio = newlogprob - oldlogprob
-    ratio = logratio.exp()
-    with torch.no_grad():
-        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
-
-
-def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
-    """Half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on."""
-    v_loss_unclipped = (newvalue - returns) ** 2
-    if not clip_vloss:
-        return 0.5 * v_loss_unclipped.mean()
-    v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
-    v_loss_clipped = (v_clipped - returns) ** 2
-    return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
 def fail(message):
@@ -311,7 +280,9 @@ def evaluate(model_path, envs, next_obs, eval_episodes, device):
         with torch.no_grad():
             actions, _, _, _ = agent.get_action_and_value(obs)
         obs, _, dones, infos = envs.step(actions)
-        counted, started = dones.bool() & started & (wanted > 0), started | dones.bool()
+        ended = dones.bool()
+        counted = ended & started & (wanted > 0)  # before `started` takes in this step's ends
+        started = started | ended
         wanted -= counted.long()
         for episodic_return in infos["r"][counted].tolist():
             print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
@@ -341,7 +312,8 @@ if __name__ == "__main__":
 
     # env setup; the device comes first: Isaac Gym simulates on it, and its tensors stay there
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    tasks = sorted(path.stem for path in (Path(isaacgymenvs.__file__).parent / "cfg" / "task").glob("*.yaml"))
+    task_configs = Path(isaacgymenvs.__file__).parent / "cfg" / "task"
+    tasks = sorted(path.stem for path in task_configs.glob("*.yaml"))
     if args.env_id not in tasks:  # IsaacGymEnvs keeps one configuration file per task
         fail(f"IsaacGymEnvs has no task '{args.env_id}'; its tasks are {', '.join(tasks)}")
     envs = make_env(
@@ -362,8 +334,10 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -376,22 +350,22 @@ if __name__ == "__main__":
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup, on the device like the environments' tensors
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
-    episode_returns = torch.zeros((args.num_steps, args.num_envs), dtype=torch.float64, device=device)
-    episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    episode_returns = torch.zeros((args.num_steps, args.num_envs), dtype=torch.float64).to(device)
+    episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64).to(device)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
     next_obs = envs.reset()
-    next_done = torch.zeros(args.num_envs, device=device)
+    next_done = torch.zeros(args.num_envs).to(device)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -417,9 +391,10 @@ if __name__ == "__main__":
             next_obs, reward, next_done, infos = envs.step(action)
             rewards[step] = reward * args.reward_scaler
             next_done = next_done.float()
-            episode_returns[step], episode_lengths[step] = infos["r"], infos["l"]
+            episode_returns[step] = infos["r"]
+            episode_lengths[step] = infos["l"]
 
-        episodes = finished_episodes(dones, next_done, episode_returns, episode_lengths, global_step)
+        episodes = finished_episodes_of_rollout(dones, next_done, episode_returns, episode_lengths, global_step)
         for ended_at, episodic_return, episodic_length in episodes:
             writer.add_scalar("charts/episodic_return", episodic_return, ended_at)
             writer.add_scalar("charts/episodic_length", episodic_length, ended_at)
@@ -428,7 +403,18 @@ if __name__ == "__main__":
         # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(next_obs).reshape(1, -1)
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
 
         # flatten the batch
         b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
@@ -448,17 +434,39 @@ if __name__ == "__main__":
                 mb_inds = b_inds[start:end]
 
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                 mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
-                pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
-                )
-                clipfracs.append(clipfrac)
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
                 newvalue = newvalue.view(-1)
-                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds],
+                        -args.clip_coef,
+                        args.clip_coef,
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
@@ -488,7 +496,8 @@ if __name__ == "__main__":
         if "consecutive_successes" in infos:  # ShadowHand and AllegroHand: goals reached in a row, on average
             writer.add_scalar("charts/consecutive_successes", infos["consecutive_successes"].item(), global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
@@ -500,7 +509,8 @@ if __name__ == "__main__":
 
         if args.capture_video:  # evaluation plays on in the training environments: its videos from its first step
             envs.env.close()
-            envs.env.video_folder, envs.env.step_id = f"videos/{run_name}-eval", 0
+            envs.env.video_folder = f"videos/{run_name}-eval"
+            envs.env.step_id = 0
         episodic_returns = evaluate(model_path, envs, next_obs, 10, device)
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)

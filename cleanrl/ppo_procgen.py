@@ -1,4 +1,4 @@
-# PPO for Procgen games, with the IMPALA network and reward normalisation; docs: docs/ppo.md#ppo_procgenpy
+# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_procgenpy
 import contextlib
 import os
 import random
@@ -21,10 +21,8 @@ try:
         from procgen import ProcgenEnv
         from procgen.env import ENV_NAMES
 except ModuleNotFoundError as e:
-    print(
-        f"error: {e.name} is missing; bash scripts/setup.sh procgen (see requirements/nodeps-procgen.txt)",
-        file=sys.stderr,
-    )
+    missing = f"{e.name} is missing; bash scripts/setup.sh procgen (see requirements/nodeps-procgen.txt)"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -106,7 +104,9 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
     render_mode = "rgb_array"  # the frames the agent sees
 
     def __init__(self, env_id, num_envs):
-        self.env_id, self.num_envs, self.venv = env_id, num_envs, None
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.venv = None
         self.single_observation_space = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
         self.single_action_space = gym.spaces.Discrete(15)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
@@ -176,10 +176,8 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-# the IMPALA CNN, as in https://github.com/AIcrowd/neurips2020-procgen-starter-kit (models/impala_cnn_torch.py)
+# taken from https://github.com/AIcrowd/neurips2020-procgen-starter-kit/blob/142d09586d2272a17f44481a115c4bd817cf6a94/models/impala_cnn_torch.py
 class ResidualBlock(nn.Module):
-    """Two 3x3 convolutions, each after a ReLU, added to the block's input: the same shape in and out."""
-
     def __init__(self, channels):
         super().__init__()
         self.conv0 = nn.Conv2d(in_channels=channels, out_channels=channels, kernel_size=3, padding=1)
@@ -195,9 +193,6 @@ class ResidualBlock(nn.Module):
 
 
 class ConvSequence(nn.Module):
-    """One stage of the IMPALA network: a 3x3 convolution, a max-pool that halves height and width (rounding up),
-    then two residual blocks."""
-
     def __init__(self, input_shape, out_channels):
         super().__init__()
         self._input_shape = input_shape
@@ -213,6 +208,7 @@ class ConvSequence(nn.Module):
         x = nn.functional.max_pool2d(x, kernel_size=3, stride=2, padding=1)
         x = self.res_block0(x)
         x = self.res_block1(x)
+        assert x.shape[1:] == self.get_output_shape()
         return x
 
     def get_output_shape(self):
@@ -230,13 +226,13 @@ class Agent(nn.Module):
             conv_seq = ConvSequence(shape, out_channels)
             shape = conv_seq.get_output_shape()
             conv_seqs.append(conv_seq)
-        self.network = nn.Sequential(
-            *conv_seqs,
+        conv_seqs += [
             nn.Flatten(),
             nn.ReLU(),
-            nn.Linear(shape[0] * shape[1] * shape[2], 256),
+            nn.Linear(in_features=shape[0] * shape[1] * shape[2], out_features=256),
             nn.ReLU(),
-        )
+        ]
+        self.network = nn.Sequential(*conv_seqs)
         self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(256, 1), std=1)
 
@@ -250,48 +246,6 @@ class Agent(nn.Module):
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
-
-
-def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (num_steps, num_envs); returns (advantages, returns). dones[t] is 1 where
-    the step before t ended an episode; next_value and next_done belong to the observation after the last step."""
-    advantages = np.zeros_like(rewards)
-    lastgaelam = 0
-    num_steps = rewards.shape[0]
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages, advantages + values
-
-
-def policy_loss(newlogprob, oldlogprob, advantages, clip_coef):
-    """Clipped surrogate objective (to minimise), with old_approx_kl (k1), approx_kl (k3) and the clipped fraction."""
-    logratio = newlogprob - oldlogprob
-    ratio = logratio.exp()
-    with torch.no_grad():
-        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    return torch.max(pg_loss1, pg_loss2).mean(), old_approx_kl, approx_kl, clipfrac
-
-
-def value_loss(newvalue, oldvalue, returns, clip_coef, clip_vloss):
-    """Half the mean squared error of the value, clipped around the rollout's value when clip_vloss is on."""
-    v_loss_unclipped = (newvalue - returns) ** 2
-    if not clip_vloss:
-        return 0.5 * v_loss_unclipped.mean()
-    v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -clip_coef, clip_coef)
-    v_loss_clipped = (v_clipped - returns) ** 2
-    return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
 def fail(message):
@@ -323,7 +277,7 @@ def check_args(args):
         return "--upload-model uploads the saved model: add --save-model"
 
 
-def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video=True, seed=1):
+def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
     """Plays `eval_episodes` episodes with a saved model; returns their returns."""
     envs = make_env(env_id, 1, capture_video, run_name)
     agent = Agent(envs).to(device)
@@ -372,8 +326,10 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -386,22 +342,21 @@ if __name__ == "__main__":
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup, in numpy like the environments
-    obs = np.zeros(
-        (args.num_steps, args.num_envs) + envs.single_observation_space.shape, envs.single_observation_space.dtype
-    )
-    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
-    logprobs = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    values = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = last_print = time.time()
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset(seed=args.seed)
-    next_done = np.zeros(args.num_envs, dtype=np.float32)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
 
     for iteration in range(1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -417,15 +372,16 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs).to(device))
-                values[step] = value.flatten().cpu().numpy()
-            actions[step] = action.cpu().numpy()
-            logprobs[step] = logprob.cpu().numpy()
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
-            next_done = np.logical_or(terminations, truncations).astype(np.float32)
-            rewards[step] = reward
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).to(device).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
 
             for episodic_return, episodic_length in finished_episodes(infos):
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
@@ -434,16 +390,27 @@ if __name__ == "__main__":
 
         # bootstrap value if not done
         with torch.no_grad():
-            next_value = agent.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
 
         # flatten the batch
-        b_obs = torch.from_numpy(obs.reshape((-1,) + envs.single_observation_space.shape)).to(device)
-        b_logprobs = torch.from_numpy(logprobs.reshape(-1)).to(device)
-        b_actions = torch.from_numpy(actions.reshape((-1,) + envs.single_action_space.shape)).to(device)
-        b_advantages = torch.from_numpy(advantages.reshape(-1)).to(device)
-        b_returns = torch.from_numpy(returns.reshape(-1)).to(device)
-        b_values = torch.from_numpy(values.reshape(-1)).to(device)
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
 
         # Optimizing the policy and value network
         b_inds = np.arange(args.batch_size)
@@ -455,17 +422,39 @@ if __name__ == "__main__":
                 mb_inds = b_inds[start:end]
 
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                 mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
-                pg_loss, old_approx_kl, approx_kl, clipfrac = policy_loss(
-                    newlogprob, b_logprobs[mb_inds], mb_advantages, args.clip_coef
-                )
-                clipfracs.append(clipfrac)
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
                 newvalue = newvalue.view(-1)
-                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds],
+                        -args.clip_coef,
+                        args.clip_coef,
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
@@ -493,7 +482,8 @@ if __name__ == "__main__":
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
-            last_print, left = time.time(), int((args.total_timesteps - global_step) / max(sps, 1))
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)

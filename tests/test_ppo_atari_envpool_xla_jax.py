@@ -1,5 +1,6 @@
 """cleanrl/ppo_atari_envpool_xla_jax.py and ppo_atari_envpool_xla_jax_scan.py: their jitted pieces, against each
-other and against the PyTorch EnvPool script. What every script does the same way is in test_scripts.py."""
+other, against GAE as a plain loop, and against the PyTorch EnvPool wrapper's scripted games. What every script
+does the same way is in test_scripts.py."""
 
 from functools import partial
 
@@ -17,7 +18,6 @@ from test_ppo_atari_envpool import SCRIPTED_GAMES, SCRIPTED_STEPS
 
 xla_jax = load_script("ppo_atari_envpool_xla_jax")
 xla_jax_scan = load_script("ppo_atari_envpool_xla_jax_scan")
-envpool_script = load_script("ppo_atari_envpool")
 VARIANTS = [xla_jax, xla_jax_scan]
 LOSS_SETTINGS = dict(clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5, norm_adv=True)
 
@@ -29,14 +29,43 @@ def test_only_flags_that_take_effect_are_offered(module):
     assert fields["clip_vloss"].default is False
 
 
+def plain_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """GAE as a plain loop, one environment at a time, in float64: dones[t] is 1 where obs t starts a new episode,
+    next_value and next_done belong to the observation after the last step."""
+    num_steps, num_envs = rewards.shape
+    advantages = np.zeros((num_steps, num_envs))
+    for env in range(num_envs):
+        lastgaelam = 0.0
+        for t in reversed(range(num_steps)):
+            if t == num_steps - 1:
+                following_done, following_value = next_done[env], next_value[env]
+            else:
+                following_done, following_value = dones[t + 1, env], values[t + 1, env]
+            delta = rewards[t, env] + gamma * following_value * (1 - following_done) - values[t, env]
+            lastgaelam = delta + gamma * gae_lambda * (1 - following_done) * lastgaelam
+            advantages[t, env] = lastgaelam
+    return advantages, advantages + values
+
+
+def test_plain_gae_by_hand_across_an_episode_boundary():
+    """One environment, three steps; the episode ends after step 1, so obs 2 starts a new one."""
+    rewards, values = np.array([[1.0], [2.0], [3.0]]), np.array([[0.5], [1.0], [1.5]])
+    advantages, _ = plain_gae(rewards, values, np.array([[0.0], [0.0], [1.0]]), [2.0], [0.0], 0.9, 0.8)
+    # step 2 bootstraps from next_value; step 1 ends the episode (no bootstrap); step 0 sees step 1
+    a2 = 3.0 + 0.9 * 2.0 - 1.5
+    a1 = 2.0 - 1.0
+    a0 = 1.0 + 0.9 * 1.0 - 0.5 + 0.9 * 0.8 * a1
+    np.testing.assert_allclose(advantages[:, 0], [a0, a1, a2])
+
+
 @pytest.mark.parametrize("module", VARIANTS, ids=lambda m: m.__name__)
-def test_gae_equals_the_pytorch_scripts(module):
+def test_gae_equals_a_plain_loop(module):
     rng = np.random.default_rng(0)
     rewards, values = rng.normal(size=(2, 9, 3)).astype(np.float32)
     dones = (rng.random((9, 3)) < 0.25).astype(np.float32)
     next_value = rng.normal(size=3).astype(np.float32)
     next_done = np.array([0.0, 1.0, 0.0], np.float32)
-    expected = envpool_script.compute_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
+    expected = plain_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
     advantages, returns = module.compute_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
     np.testing.assert_allclose(advantages, expected[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(returns, expected[1], rtol=1e-5, atol=1e-6)

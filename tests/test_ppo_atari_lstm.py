@@ -125,35 +125,37 @@ def test_update_replays_the_rollout_values_and_logprobs(agent):
     num_envs, num_steps, warmup = 4, 96, 24
     envs = vector_env(lstm, "BreakoutNoFrameskip-v4", num_envs)
     next_obs, _ = envs.reset(seed=1)
-    next_done = np.zeros(num_envs, dtype=np.float32)
+    next_obs = torch.Tensor(next_obs)
+    next_done = torch.zeros(num_envs)
     next_lstm_state = zero_state(num_envs)
     torch.manual_seed(1)
 
-    def act(next_obs, next_lstm_state, next_done):  # the script's call: numpy in, tensors out
-        return agent.get_action_and_value(torch.from_numpy(next_obs), next_lstm_state, torch.from_numpy(next_done))
+    def env_step(action):  # the script's step: numpy to the environments, tensors back
+        next_obs, _, terminations, truncations, _ = envs.step(action.numpy())
+        return torch.Tensor(next_obs), torch.Tensor(np.logical_or(terminations, truncations))
 
     with torch.no_grad():  # a few steps first, so that the rollout starts from a state that is not zero
         for _ in range(warmup):
-            action, _, _, _, next_lstm_state = act(next_obs, next_lstm_state, next_done)
-            next_obs, _, terminations, truncations, _ = envs.step(action.numpy())
-            next_done = np.logical_or(terminations, truncations).astype(np.float32)
-    # the rollout, as the script runs it, into numpy storage
+            action, _, _, _, next_lstm_state = agent.get_action_and_value(next_obs, next_lstm_state, next_done)
+            next_obs, next_done = env_step(action)
+    # the rollout, as the script runs it, into its storage
     initial_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
-    obs = np.zeros((num_steps, num_envs, 1, 84, 84), dtype=np.uint8)
-    actions = np.zeros((num_steps, num_envs), dtype=np.int64)
-    logprobs, values, dones = (np.zeros((num_steps, num_envs), dtype=np.float32) for _ in range(3))
+    obs = torch.zeros((num_steps, num_envs, 1, 84, 84))
+    actions, logprobs, values, dones = (torch.zeros((num_steps, num_envs)) for _ in range(4))
     with torch.no_grad():
         for step in range(num_steps):
-            obs[step], dones[step] = next_obs, next_done
-            action, logprob, _, value, next_lstm_state = act(next_obs, next_lstm_state, next_done)
-            logprobs[step], values[step] = logprob.numpy(), value.flatten().numpy()
-            actions[step] = action.numpy()
-            next_obs, _, terminations, truncations, _ = envs.step(actions[step])
-            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            obs[step] = next_obs
+            dones[step] = next_done
+            action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
+                next_obs, next_lstm_state, next_done
+            )
+            values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
+            next_obs, next_done = env_step(action)
     envs.close()
-    b_obs, b_actions, b_logprobs, b_values, b_dones = (
-        torch.from_numpy(a.reshape((-1,) + a.shape[2:])) for a in (obs, actions, logprobs, values, dones)
-    )
+    b_obs = obs.reshape((-1, 1, 84, 84))
+    b_actions, b_logprobs, b_values, b_dones = (a.reshape(-1) for a in (actions, logprobs, values, dones))
     assert torch.count_nonzero(b_dones).item() and torch.count_nonzero(initial_lstm_state[0]).item()
 
     # a minibatch of the update: two whole environments, with the script's indexing
@@ -192,7 +194,7 @@ def test_evaluate_carries_the_lstm_state(tmp_path, monkeypatch):
         return result
 
     monkeypatch.setattr(lstm.Agent, "get_action_and_value", recording)
-    returns = lstm.evaluate(tmp_path / "model.cleanrl_model", FAKE_ATARI_GAME, 1, "unused", "cpu", capture_video=False)
+    returns = lstm.evaluate(tmp_path / "model.cleanrl_model", FAKE_ATARI_GAME, 1, "unused", "cpu", False, 1)
     assert returns == [360.0]
     assert not any(t.any() for t in calls[0][0])
     for (_, _, new_state), (state, _, _) in zip(calls, calls[1:]):

@@ -1,5 +1,5 @@
 """cleanrl/ppo_atari_multigpu.py: two processes under torchrun on the CPU (gloo), the checks of sizes, devices and
-backends, and the one-call gradient averaging and the gathering of episodes, run in two processes."""
+backends, and the gathering of episodes, run in two processes."""
 
 import json
 import shutil
@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn as nn
 import tyro
 from helpers import ROOT, check_smoke_run, load_script, only_run_dir, read_scalars, run_torchrun
 
@@ -78,67 +77,23 @@ def test_derived_sizes_are_not_flags(monkeypatch):
         assert exit_info.value.code == 2
 
 
-# ---- the gradient averaging and the gathering of episodes, in two processes ----------------------
+# ---- the gathering of episodes, in two processes ------------------------------------------------
+# (the gradient averaging is the reference's text, inline in the loop: the conformance record of two processes checks
+# it, and test_distinct_env_seeds_change_the_other_processes_games shows process 1's games reach process 0's update)
 
 
-def small_model():
-    """A convolution and a linear layer, with the same weights everywhere."""
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Linear(12, 2))
-
-
-def known_gradient(param, rank):
-    """A different gradient in every process: (rank + 1) x (0, 1, 2, ...)."""
-    return (rank + 1.0) * torch.arange(param.numel(), dtype=param.dtype).view(param.shape)
-
-
-def average_in_process(rank, world_size, init_file, out_dir):
-    torch.set_num_threads(1)
+def gather_in_process(rank, world_size, init_file, out_dir):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    model = small_model()
-    params = list(model.parameters())
-    optimizer = torch.optim.Adam(params, lr=0.1, eps=1e-5)
-    for param in params:
-        param.grad = known_gradient(param, rank)
-    # the script's update: average, clip, step
-    multigpu.average_gradients(model.parameters(), world_size)
-    grads = [param.grad.clone() for param in params]
-    nn.utils.clip_grad_norm_(params, 0.5)
-    optimizer.step()
     episodes = multigpu.gather_episodes([(64 * (rank + 1), float(rank), 100 + rank)], world_size)
-    result = {"grads": grads, "params": [p.detach().clone() for p in params], "episodes": episodes}
-    torch.save(result, out_dir / f"{rank}.pt")
+    torch.save(episodes, out_dir / f"{rank}.pt")
     dist.destroy_process_group()
 
 
-def test_gradients_are_averaged_and_steps_agree_and_episodes_gathered(tmp_path):
+def test_every_process_receives_every_process_episodes_in_step_order(tmp_path):
     world_size = 2
-    mp.spawn(average_in_process, args=(world_size, tmp_path / "init", tmp_path), nprocs=world_size, join=True)
+    mp.spawn(gather_in_process, args=(world_size, tmp_path / "init", tmp_path), nprocs=world_size, join=True)
     results = [torch.load(tmp_path / f"{rank}.pt") for rank in range(world_size)]
-    params = list(small_model().parameters())
-    for i, param in enumerate(params):
-        # the mean of (1 x base) and (2 x base) in both processes
-        expected = (known_gradient(param, 0) + known_gradient(param, 1)) / 2
-        for result in results:
-            torch.testing.assert_close(result["grads"][i], expected)
-        # so both took the same optimizer step from the same weights
-        assert torch.equal(results[0]["params"][i], results[1]["params"][i])
-        assert not torch.equal(results[0]["params"][i], param.detach())
-    # every process receives every process's finished episodes, in step order
-    assert results[0]["episodes"] == results[1]["episodes"] == [(64, 0.0, 100), (128, 1.0, 101)]
-
-
-def test_average_gradients_makes_one_call_over_one_buffer(monkeypatch):
-    calls = []
-    monkeypatch.setattr(multigpu.dist, "all_reduce", lambda tensor, op: calls.append((tensor.shape, op)))
-    model = small_model().to(memory_format=torch.channels_last)  # a gradient that is not contiguous is fine too
-    for param in model.parameters():
-        param.grad = torch.empty_like(param).copy_(known_gradient(param, 0))
-    multigpu.average_gradients(model.parameters(), 4)
-    assert calls == [((sum(p.numel() for p in model.parameters()),), dist.ReduceOp.SUM)]
-    # without the other processes the sum is this process's gradient alone, divided by the world size
-    for param in model.parameters():
-        torch.testing.assert_close(param.grad, known_gradient(param, 0) / 4)
+    assert results[0] == results[1] == [(64, 0.0, 100), (128, 1.0, 101)]
 
 
 def test_a_world_of_one_gathers_nothing():

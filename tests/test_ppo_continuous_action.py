@@ -192,7 +192,7 @@ def evaluate_recording(monkeypatch, tmp_path):
 
     def run(model_path, episodes=2):
         torch.manual_seed(0)
-        returns = ppo.evaluate(str(model_path), "InvertedPendulum-v5", episodes, "eval", torch.device("cpu"), False)
+        returns = ppo.evaluate(str(model_path), "InvertedPendulum-v5", episodes, "eval", torch.device("cpu"), False, 1)
         normalizer = made[-1]
         while not isinstance(normalizer, gym.wrappers.NormalizeObservation):
             normalizer = normalizer.env

@@ -214,16 +214,16 @@ def test_episode_statistics_count_every_ending_in_tensors():
     assert infos["r"].tolist() == [1.0, 4.0, 1.0]
 
 
-def test_finished_episodes_reads_where_the_rollout_ended_episodes():
+def test_finished_episodes_of_rollout_reads_where_the_rollout_ended_episodes():
     """dones[t] marks obs[t] as the first of an episode: the step that ended it is t - 1, and next_done marks the
     last step. The returns and lengths are those recorded at that step; global_step is counted after the rollout."""
     dones = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # 3 steps x 2 environments
     next_done = torch.tensor([1.0, 1.0])
     returns = torch.tensor([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]], dtype=torch.float64)
     lengths = torch.tensor([[1, 5], [2, 6], [3, 7]])
-    episodes = ppo.finished_episodes(dones, next_done, returns, lengths, global_step=106)
+    episodes = ppo.finished_episodes_of_rollout(dones, next_done, returns, lengths, global_step=106)
     assert sorted(episodes) == [(102, 1.0, 1), (104, 20.0, 6), (106, 3.0, 3), (106, 30.0, 7)]
-    assert ppo.finished_episodes(torch.zeros((3, 2)), torch.zeros(2), returns, lengths, 106) == []
+    assert ppo.finished_episodes_of_rollout(torch.zeros((3, 2)), torch.zeros(2), returns, lengths, 106) == []
 
 
 def test_evaluate_counts_the_next_whole_episodes_of_the_first_environments(tmp_path):

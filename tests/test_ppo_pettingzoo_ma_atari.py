@@ -102,19 +102,19 @@ def test_wrappers_and_statistics_of_every_player(monkeypatch):
     for t in range(10):
         _, rewards, terminations, truncations, infos = envs.step(np.array([1, 1]))  # both players punch
         sums += rewards
-        finished += ppo_pz.finished_episodes(infos)
+        finished += ppo_pz.finished_episodes_by_env(infos)
     envs.close()
     assert (truncations == 1).all()
     assert finished == [(0, sums[0], 10), (1, sums[1], 10)]
 
 
-def test_finished_episodes_name_the_sub_environment():
+def test_finished_episodes_by_env_name_the_sub_environment():
     infos = {
         "episode": {"r": np.array([0.0, 1.0, -1.0, 0.0]), "l": np.array([0, 9, 9, 0]), "t": np.zeros(4)},
         "_episode": np.array([False, True, True, False]),
     }
-    assert ppo_pz.finished_episodes(infos) == [(1, 1.0, 9), (2, -1.0, 9)]
-    assert ppo_pz.finished_episodes({}) == []
+    assert ppo_pz.finished_episodes_by_env(infos) == [(1, 1.0, 9), (2, -1.0, 9)]
+    assert ppo_pz.finished_episodes_by_env({}) == []
 
 
 def test_indicator_planes_reach_the_network_as_0_or_1():

@@ -242,6 +242,34 @@ def test_upload_without_cleanrl_utils_stops_before_training(script, tmp_path):
     assert list(elsewhere.iterdir()) == [], "no training may start"
 
 
+# a package each script imports in its guarded block at the top, and the install hint its error line gives
+MISSING_EXTRAS = {
+    "ppo_atari": ("cv2", "requirements/requirements-atari.txt"),
+    "ppo_atari_lstm": ("cv2", "requirements/requirements-atari.txt"),
+    "ppo_atari_multigpu": ("cv2", "requirements/requirements-atari.txt"),
+    "ppo_atari_envpool": ("envpool", "requirements/requirements-envpool.txt"),
+    "ppo_atari_envpool_xla_jax": ("flax", "requirements/requirements-jax.txt"),
+    "ppo_atari_envpool_xla_jax_scan": ("envpool", "requirements/requirements-envpool.txt"),
+    "ppo_procgen": ("procgen", "requirements/nodeps-procgen.txt"),
+    "ppo_pettingzoo_ma_atari": ("supersuit", "requirements/requirements-pettingzoo.txt"),
+}
+
+
+@pytest.mark.parametrize("script", [s for s in TABLE if s.name in MISSING_EXTRAS], ids=str)
+def test_a_missing_optional_dependency_is_one_line_and_exit_2(script, tmp_path):
+    """The import guard speaks as every other error does: `{script}: error:`, the missing package, the extra."""
+    package, hint = MISSING_EXTRAS[script.name]
+    hidden = tmp_path / "hidden"
+    (hidden / package).mkdir(parents=True)
+    (hidden / package / "__init__.py").write_text(f"raise ModuleNotFoundError('hidden', name={package!r})\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ["--total-timesteps", "0"]  # were the package found, the argument check would stop it with another error
+    proc = run_script(script.file, *args, cwd=work, check=False, timeout=300, env=script_run_env(script, hidden))
+    assert_user_error(proc, f"{script.file}: error: {package} is missing", hint)
+    assert list(work.iterdir()) == []
+
+
 # ---- tiny runs ----------------------------------------------------------------------------------------------
 
 

@@ -152,7 +152,7 @@ python -m cleanrl_utils.benchmark \
 microrts() {
 # --8<-- [start:microrts]
 # Gym-μRTS (bash scripts/setup.sh microrts), one core a run, fewer steps than the reference's 2M so that the six
-# runs fit in about an hour of one core: the masked agent first, then the plain one
+# runs fit in about 45 minutes of one core: the masked agent first, then the plain one
 python -m cleanrl_utils.benchmark \
     --env-ids MicrortsProduceCombatUnitsShapedReward-v1 \
     --command "python cleanrl/ppo_multidiscrete_mask.py --no-cuda --total-timesteps 200000" \
@@ -161,7 +161,7 @@ python -m cleanrl_utils.benchmark \
     --threads-per-run 1
 python -m cleanrl_utils.benchmark \
     --env-ids MicrortsMining-v1 \
-    --command "python cleanrl/ppo_multidiscrete.py --no-cuda --total-timesteps 300000" \
+    --command "python cleanrl/ppo_multidiscrete.py --no-cuda --total-timesteps 200000" \
     --num-seeds 3 \
     --workers 1 \
     --threads-per-run 1

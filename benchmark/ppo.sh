@@ -149,7 +149,26 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:pettingzoo]
 }
 
-blocks=(classic box2d continuous atari envpool jax isaacgym procgen pettingzoo)
+microrts() {
+# --8<-- [start:microrts]
+# Gym-μRTS (bash scripts/setup.sh microrts), one core a run, fewer steps than the reference's 2M so that the six
+# runs fit in about 45 minutes of one core: the masked agent first, then the plain one
+python -m cleanrl_utils.benchmark \
+    --env-ids MicrortsProduceCombatUnitsShapedReward-v1 \
+    --command "python cleanrl/ppo_multidiscrete_mask.py --no-cuda --total-timesteps 200000" \
+    --num-seeds 3 \
+    --workers 1 \
+    --threads-per-run 1
+python -m cleanrl_utils.benchmark \
+    --env-ids MicrortsMining-v1 \
+    --command "python cleanrl/ppo_multidiscrete.py --no-cuda --total-timesteps 200000" \
+    --num-seeds 3 \
+    --workers 1 \
+    --threads-per-run 1
+# --8<-- [end:microrts]
+}
+
+blocks=(classic box2d continuous atari envpool jax isaacgym procgen pettingzoo microrts)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

@@ -69,11 +69,17 @@ pettingzoo() {
         --metric charts/episodic_length-player0
 }
 
+microrts() {
+    # the runs of benchmark/ppo.sh microrts: each script on its own Gym-μRTS task
+    report microrts --exp-names ppo_multidiscrete ppo_multidiscrete_mask \
+        --env-ids MicrortsMining-v1 MicrortsProduceCombatUnitsShapedReward-v1
+}
+
 isaacgym() {
     report isaacgym --exp-names ppo_continuous_action_isaacgym --env-ids Ant Cartpole
 }
 
-blocks=(classic box2d atari envpool jax continuous mujoco dm_control procgen pettingzoo isaacgym)
+blocks=(classic box2d atari envpool jax continuous mujoco dm_control procgen pettingzoo isaacgym microrts)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo_plot.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

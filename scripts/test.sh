@@ -3,7 +3,7 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k gae`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$root/scripts/setup.sh" dev docs plot tune atari box2d mujoco dm_control envpool jax procgen pettingzoo
+bash "$root/scripts/setup.sh" dev docs plot tune atari box2d mujoco dm_control envpool jax procgen pettingzoo microrts
 cd "$root"
 echo "== ruff format --check"
 .venv/bin/ruff format --check .

@@ -122,6 +122,17 @@ TABLE = [
         (128, 256),
         "nosuchgame",
     ),
+    # Gym-μRTS: one environment, whose first 200-step game ends in the second iteration
+    *[
+        Script(
+            name,
+            "MicrortsMining-v1",
+            ("--num-envs", "1", "--num-steps", "128", "--total-timesteps", "256"),
+            (128, 256),
+            "MicrortsNoSuchTask-v1",
+        )
+        for name in ("ppo_multidiscrete", "ppo_multidiscrete_mask")
+    ],
     # one game of two players, which PettingZoo ends after 50 steps here (a whole game of Pong takes some 1,000)
     Script(
         "ppo_pettingzoo_ma_atari",

@@ -1,0 +1,460 @@
+# PPO with invalid action masking, MultiDiscrete actions (Gym-μRTS); docs: docs/ppo_microrts.md#ppo_multidiscrete_maskpy
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+try:
+    import gym_microrts_gymnasium  # noqa: F401  (registers MicrortsMining-v1 and the other Gym-μRTS ids)
+except ModuleNotFoundError as e:
+    print(
+        f"error: {e.name} is missing; bash scripts/setup.sh microrts (see requirements/nodeps-microrts.txt)",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save the model into the `runs/{run_name}` folder, then evaluate it for 10 episodes"""
+    upload_model: bool = False
+    """whether to upload the saved model to huggingface (needs --save-model)"""
+    hf_entity: str = ""
+    """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+
+    # Algorithm specific arguments
+    env_id: str = "MicrortsMining-v1"
+    """the id of the environment"""
+    total_timesteps: int = 2000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # to be filled in runtime
+    batch_size: tyro.conf.Suppress[int] = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: tyro.conf.Suppress[int] = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: tyro.conf.Suppress[int] = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        return env
+
+    return thunk
+
+
+def finished_episodes(infos):
+    """[(return, length)] of the episodes that ended in this step (same-step autoreset: under "final_info")."""
+    final_info = infos.get("final_info", {})
+    if "episode" not in final_info:
+        return []
+    ended = np.flatnonzero(final_info["_episode"])
+    return list(zip(final_info["episode"]["r"][ended].tolist(), final_info["episode"]["l"][ended].tolist()))
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Transpose(nn.Module):
+    def __init__(self, permutation):
+        super().__init__()
+        self.permutation = permutation
+
+    def forward(self, x):
+        return x.permute(self.permutation)
+
+
+class CategoricalMasked(Categorical):
+    def __init__(self, probs=None, logits=None, validate_args=None, masks=[]):
+        self.masks = masks
+        if len(self.masks) == 0:
+            super().__init__(probs, logits, validate_args)
+        else:
+            self.masks = masks.type(torch.BoolTensor).to(logits.device)
+            logits = torch.where(self.masks, logits, torch.tensor(-1e8).to(logits.device))
+            super().__init__(probs, logits, validate_args)
+
+    def entropy(self):
+        if len(self.masks) == 0:
+            return super().entropy()
+        p_log_p = self.logits * self.probs
+        p_log_p = torch.where(self.masks, p_log_p, torch.tensor(0.0).to(self.logits.device))
+        return -p_log_p.sum(-1)
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        self.network = nn.Sequential(
+            Transpose((0, 3, 1, 2)),
+            layer_init(nn.Conv2d(27, 16, kernel_size=3, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(16, 32, kernel_size=2)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(32 * 3 * 3, 128)),
+            nn.ReLU(),
+        )
+        self.nvec = envs.single_action_space.nvec
+        self.actor = layer_init(nn.Linear(128, self.nvec.sum()), std=0.01)
+        self.critic = layer_init(nn.Linear(128, 1), std=1)
+
+    def get_value(self, x):
+        return self.critic(self.network(x))
+
+    def get_action_and_value(self, x, action_mask, action=None):
+        hidden = self.network(x)
+        logits = self.actor(hidden)
+        split_logits = torch.split(logits, self.nvec.tolist(), dim=1)
+        split_action_masks = torch.split(action_mask, self.nvec.tolist(), dim=1)
+        multi_categoricals = [
+            CategoricalMasked(logits=logits, masks=iam) for (logits, iam) in zip(split_logits, split_action_masks)
+        ]
+        if action is None:
+            action = torch.stack([categorical.sample() for categorical in multi_categoricals])
+        logprob = torch.stack([categorical.log_prob(a) for a, categorical in zip(action, multi_categoricals)])
+        entropy = torch.stack([categorical.entropy() for categorical in multi_categoricals])
+        return action.T, logprob.sum(0), entropy.sum(0), self.critic(hidden)
+
+
+def fail(message):
+    """One line on stderr and exit status 2: how every error a user can cause ends, before any training."""
+    print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_args(args):
+    """What is wrong with the arguments, or None: each of these would crash late or train silently wrong."""
+    sizes = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate")
+    bad = [f"--{name.replace('_', '-')}" for name in sizes if getattr(args, name) <= 0]
+    if bad:
+        return f"{', '.join(bad)} must be positive"
+    if not 0 <= args.gamma <= 1:
+        return f"--gamma must lie in [0, 1], got {args.gamma}"
+    if not 0 <= args.gae_lambda <= 1:
+        return f"--gae-lambda must lie in [0, 1], got {args.gae_lambda}"
+    if args.clip_coef < 0:
+        return f"--clip-coef must be at least 0, got {args.clip_coef}"
+    if args.target_kl is not None and args.target_kl <= 0:
+        return f"--target-kl must be positive (leave it out for no early stopping), got {args.target_kl}"
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        return f"--num-minibatches {args.num_minibatches} must divide --num-envs x --num-steps = {batch_size}"
+    if batch_size > args.total_timesteps:
+        return f"--num-envs x --num-steps = {batch_size} must be at most --total-timesteps {args.total_timesteps}"
+    if args.upload_model and not args.save_model:
+        return "--upload-model uploads the saved model: add --save-model"
+
+
+def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
+    """Plays `eval_episodes` episodes with a saved model; returns their returns."""
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(env_id, 0, capture_video, run_name)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    agent = Agent(envs).to(device)
+    agent.load_state_dict(torch.load(model_path, map_location=device))
+    obs, _ = envs.reset(seed=seed)
+    episodic_returns = []
+    while len(episodic_returns) < eval_episodes:
+        with torch.no_grad():
+            action_mask = torch.Tensor(np.array([env.unwrapped.action_mask for env in envs.envs])).to(device)
+            actions, _, _, _ = agent.get_action_and_value(torch.Tensor(obs).to(device), action_mask)
+        obs, _, _, _, infos = envs.step(actions.cpu().numpy())
+        for episodic_return, _ in finished_episodes(infos):
+            print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
+            episodic_returns.append(episodic_return)
+    envs.close()
+    return episodic_returns[:eval_episodes]
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    if problem := check_args(args):
+        fail(problem)
+    if args.upload_model:
+        try:
+            from cleanrl_utils.huggingface import push_to_hub
+        except ModuleNotFoundError as e:
+            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
+    try:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    except (gym.error.Error, ModuleNotFoundError) as e:
+        fail(f"cannot make environment '{args.env_id}': {e}")
+    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    if obs_space.shape != (10, 10, 27) or not isinstance(action_space, gym.spaces.MultiDiscrete):
+        fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Gym-μRTS's on a 10x10 map")
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    action_masks = torch.zeros((args.num_steps, args.num_envs) + (envs.single_action_space.nvec.sum(),)).to(device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = last_print = time.time()
+    recent_returns = deque(maxlen=100)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
+
+    for iteration in range(1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
+            action_masks[step] = torch.Tensor(np.array([env.unwrapped.action_mask for env in envs.envs]))
+
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs, action_masks[step])
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).to(device).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+
+            for episodic_return, episodic_length in finished_episodes(infos):
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                recent_returns.append(episodic_return)
+
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
+
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+        b_action_masks = action_masks.reshape((-1, action_masks.shape[-1]))
+
+        # Optimizing the policy and value network
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            np.random.shuffle(b_inds)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                    b_obs[mb_inds],
+                    b_action_masks[mb_inds],
+                    b_actions.long()[mb_inds].T,
+                )
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
+                newvalue = newvalue.view(-1)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds],
+                        -args.clip_coef,
+                        args.clip_coef,
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                entropy_loss = entropy.mean()
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
+            last_print = time.time()
+            left = int((args.total_timesteps - global_step) / max(sps, 1))
+            recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
+            progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
+            print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
+        torch.save(agent.state_dict(), model_path)
+        print(f"model saved to {model_path}")
+
+        episodic_returns = evaluate(
+            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed
+        )
+        for idx, episodic_return in enumerate(episodic_returns):
+            writer.add_scalar("eval/episodic_return", episodic_return, idx)
+
+        if args.upload_model:
+            push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
+
+    envs.close()
+    writer.close()

@@ -18,10 +18,8 @@ from torch.utils.tensorboard import SummaryWriter
 try:
     import gym_microrts_gymnasium  # noqa: F401  (registers MicrortsMining-v1 and the other Gym-μRTS ids)
 except ModuleNotFoundError as e:
-    print(
-        f"error: {e.name} is missing; bash scripts/setup.sh microrts (see requirements/nodeps-microrts.txt)",
-        file=sys.stderr,
-    )
+    missing = f"{e.name} is missing; bash scripts/setup.sh microrts (see requirements/nodeps-microrts.txt)"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -257,7 +255,8 @@ if __name__ == "__main__":
         )
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
     if obs_space.shape != (10, 10, 27) or not isinstance(action_space, gym.spaces.MultiDiscrete):
         fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Gym-μRTS's on a 10x10 map")
 
@@ -300,7 +299,8 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = last_print = time.time()
+    start_time = time.time()
+    last_print = start_time
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs).to(device)

@@ -302,7 +302,8 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = last_print = time.time()
+    start_time = time.time()
+    last_print = start_time
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset()
     next_obs = torch.Tensor(next_obs).to(device)

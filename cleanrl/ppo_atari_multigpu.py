@@ -340,7 +340,8 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = last_print = time.time()
+    start_time = time.time()
+    last_print = start_time
     recent_returns = deque(maxlen=100)
     if args.distinct_env_seeds:
         env_seed = args.seed + rank * args.local_num_envs  # env i of rank r: seed + r x local + i

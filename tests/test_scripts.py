@@ -263,6 +263,8 @@ MISSING_EXTRAS = {
     "ppo_atari_envpool_xla_jax_scan": ("envpool", "requirements/requirements-envpool.txt"),
     "ppo_procgen": ("procgen", "requirements/nodeps-procgen.txt"),
     "ppo_pettingzoo_ma_atari": ("supersuit", "requirements/requirements-pettingzoo.txt"),
+    "ppo_multidiscrete": ("gym_microrts_gymnasium", "bash scripts/setup.sh microrts"),
+    "ppo_multidiscrete_mask": ("gym_microrts_gymnasium", "bash scripts/setup.sh microrts"),
 }
 
 

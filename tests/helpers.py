@@ -329,7 +329,8 @@ def portable_problems(record, expected, ours):
         if [step for step, _ in got] != [step for step, _ in points]:
             problems.append(f"{tag}: logged at steps {[s for s, _ in got]}, the reference at {[s for s, _ in points]}")
             continue
-        rtol, atol = portable["tolerance"][tag]["rtol"], portable["tolerance"][tag]["atol"]
+        rtol = portable["tolerance"][tag]["rtol"]
+        atol = portable["tolerance"][tag]["atol"]
         expected_values = np.array([value for _, value in points])
         values = np.array([value for _, value in got])
         off = np.abs(values - expected_values) - (atol + rtol * np.abs(expected_values))

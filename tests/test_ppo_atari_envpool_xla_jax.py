@@ -49,7 +49,8 @@ def plain_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
 
 def test_plain_gae_by_hand_across_an_episode_boundary():
     """One environment, three steps; the episode ends after step 1, so obs 2 starts a new one."""
-    rewards, values = np.array([[1.0], [2.0], [3.0]]), np.array([[0.5], [1.0], [1.5]])
+    rewards = np.array([[1.0], [2.0], [3.0]])
+    values = np.array([[0.5], [1.0], [1.5]])
     advantages, _ = plain_gae(rewards, values, np.array([[0.0], [0.0], [1.0]]), [2.0], [0.0], 0.9, 0.8)
     # step 2 bootstraps from next_value; step 1 ends the episode (no bootstrap); step 0 sees step 1
     a2 = 3.0 + 0.9 * 2.0 - 1.5

@@ -141,7 +141,10 @@ def test_update_replays_the_rollout_values_and_logprobs(agent):
     # the rollout, as the script runs it, into its storage
     initial_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
     obs = torch.zeros((num_steps, num_envs, 1, 84, 84))
-    actions, logprobs, values, dones = (torch.zeros((num_steps, num_envs)) for _ in range(4))
+    actions = torch.zeros((num_steps, num_envs))
+    logprobs = torch.zeros((num_steps, num_envs))
+    values = torch.zeros((num_steps, num_envs))
+    dones = torch.zeros((num_steps, num_envs))
     with torch.no_grad():
         for step in range(num_steps):
             obs[step] = next_obs
@@ -155,7 +158,10 @@ def test_update_replays_the_rollout_values_and_logprobs(agent):
             next_obs, next_done = env_step(action)
     envs.close()
     b_obs = obs.reshape((-1, 1, 84, 84))
-    b_actions, b_logprobs, b_values, b_dones = (a.reshape(-1) for a in (actions, logprobs, values, dones))
+    b_actions = actions.reshape(-1)
+    b_logprobs = logprobs.reshape(-1)
+    b_values = values.reshape(-1)
+    b_dones = dones.reshape(-1)
     assert torch.count_nonzero(b_dones).item() and torch.count_nonzero(initial_lstm_state[0]).item()
 
     # a minibatch of the update: two whole environments, with the script's indexing

@@ -98,7 +98,10 @@ def test_masked_policy_never_samples_a_masked_value():
     unmasked = plain.Agent(envs)
     unmasked.load_state_dict(agent.state_dict())
     obs, _ = envs.reset(seed=1)
-    checked = constrained = unmasked_invalid = unmasked_sources = 0
+    checked = 0
+    constrained = 0
+    unmasked_invalid = 0
+    unmasked_sources = 0
     for _ in range(300):
         masks = np.array([env.unwrapped.action_mask for env in envs.envs])
         with torch.no_grad():

@@ -120,7 +120,8 @@ def tolerance(record_path, iterations):
     expected = record["reference"][record["compare_to"]]
     update_steps = [step for tag, points in expected.items() if tag.startswith("losses/") for step, _ in points]
     horizon = sorted(set(update_steps))[iterations - 1]
-    tags, lines = {}, []
+    tags = {}
+    lines = []
     for tag, points in expected.items():
         n = len([1 for step, _ in points if step <= horizon])
         if n == 0:

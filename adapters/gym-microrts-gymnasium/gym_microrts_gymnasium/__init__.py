@@ -183,7 +183,8 @@ class MicrortsEnv(gym.Env):
     def step(self, action):
         response = self.client.step(np.array([action]), self.frame_skip, self.player)
         raw = np.array(response.observation)
-        rewards, done = np.array(response.reward[:]), bool(response.done[0])
+        rewards = np.array(response.reward[:])
+        done = bool(response.done[0])
         self.update_mask(raw)
         self.obs = self.encode(raw)
         rewards[-1] = np.clip(rewards[-1], -1, 1)
@@ -197,7 +198,8 @@ class MicrortsEnv(gym.Env):
             return None
         cell = 32
         frame = np.full((self.height * cell, self.width * cell, 3), 40, np.uint8)
-        frame[::cell, :] = frame[:, ::cell] = 70  # the grid
+        frame[::cell, :] = 70  # the grid: rows
+        frame[:, ::cell] = 70  # and columns
         offsets = np.cumsum([0, *self.num_planes])
         owner = self.obs[..., offsets[2] : offsets[3]].argmax(-1)
         unit_type = self.obs[..., offsets[3] : offsets[4]].argmax(-1)
@@ -206,7 +208,8 @@ class MicrortsEnv(gym.Env):
         for y, x in zip(*np.nonzero(unit_type)):
             margin = MARGINS[unit_type[y, x]]
             colour = np.array(colours[owner[y, x]]) * (0.6 if busy[y, x] else 1.0)
-            top, left = y * cell + margin, x * cell + margin
+            top = y * cell + margin
+            left = x * cell + margin
             frame[top : top + cell - 2 * margin, left : left + cell - 2 * margin] = colour.astype(np.uint8)
         return frame
 

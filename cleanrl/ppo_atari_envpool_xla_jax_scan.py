@@ -420,7 +420,8 @@ def evaluate(model_path, env_id, eval_episodes, seed):
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    if problem := check_args(args):
+    problem = check_args(args)
+    if problem:
         fail(problem)
     if args.upload_model:
         try:

@@ -259,7 +259,8 @@ if __name__ == "__main__":
     rank = int(os.getenv("RANK", "0"))
     local_rank = int(os.getenv("LOCAL_RANK", "0"))
     args.world_size = int(os.getenv("WORLD_SIZE", "1"))
-    if problem := check_args(args):
+    problem = check_args(args)
+    if problem:
         fail(problem)
     if args.upload_model:
         try:

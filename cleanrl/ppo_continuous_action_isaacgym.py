@@ -298,7 +298,8 @@ if __name__ == "__main__":
             "Isaac Gym Preview 4 from https://developer.nvidia.com/isaac-gym, `pip install -e python/` in its folder "
             "(Python 3.6 to 3.8), then `pip install -e .` in a clone of https://github.com/isaac-sim/IsaacGymEnvs"
         )
-    if problem := check_args(args):
+    problem = check_args(args)
+    if problem:
         fail(problem)
     if args.upload_model:
         try:

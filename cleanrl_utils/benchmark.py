@@ -7,6 +7,9 @@ Slurm array job.
     python -m cleanrl_utils.benchmark ... --slurm-template-path benchmark/ppo.slurm_template --slurm-gpus-per-task 1
 
 Each run gets `--env-id ENV --seed SEED` appended to the command; for each seed, every environment in turn.
+A command that starts with `python` (or `python3`) runs under the interpreter that runs this module, so
+`.venv/bin/python -m cleanrl_utils.benchmark --command "python cleanrl/ppo.py"` trains with .venv's packages
+whether or not that environment is activated.
 """
 
 import math
@@ -90,6 +93,26 @@ def expand_runs(command: str, env_ids: list[str], num_seeds: int, start_seed: in
     ]
 
 
+PYTHON_NAMES = ("python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def with_this_interpreter(command: str) -> str:
+    """`command` with a leading `python` replaced by this interpreter's path (quoted); other commands unchanged."""
+    words = command.split(maxsplit=1)
+    if not words or words[0] not in PYTHON_NAMES:
+        return command
+    return " ".join([shlex.quote(sys.executable), *words[1:]])
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a log (what a failed run said last), or "" if there is none."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -162,7 +185,11 @@ def execute(run: Run, log_path: Path, env: dict[str, str]) -> Outcome:
         log.flush()
         try:
             returncode = subprocess.run(
-                shlex.split(run.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+                shlex.split(with_this_interpreter(run.command)),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
             ).returncode
         except OSError as e:  # the program itself is missing or cannot be executed
             log.write(f"cannot start the command: {e}\n")
@@ -180,6 +207,8 @@ def run_locally(runs: list[Run], workers: int, threads: int, log_dir: Path) -> l
     env = child_environment(dict(os.environ), threads)
     outcomes = []
     print(f"benchmark: {len(runs)} runs, {workers} at a time, {threads} thread(s) each; logs in {log_dir}", flush=True)
+    if with_this_interpreter(runs[0].command) != runs[0].command:
+        print(f"benchmark: `python` in the command runs {sys.executable}, the interpreter of this runner", flush=True)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(execute, run, log_dir / run.log_name, env) for run in runs]
         try:
@@ -187,9 +216,10 @@ def run_locally(runs: list[Run], workers: int, threads: int, log_dir: Path) -> l
                 outcome = future.result()
                 outcomes.append(outcome)
                 status = "ok" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode})"
+                said = "" if outcome.returncode == 0 else f"\n    {last_line(outcome.log_path)}"
                 print(
                     f"[{len(outcomes)}/{len(runs)}] {status} {outcome.run.env_id} seed {outcome.run.seed} "
-                    f"in {duration(outcome.seconds)}: {outcome.log_path}",
+                    f"in {duration(outcome.seconds)}: {outcome.log_path}{said}",
                     flush=True,
                 )
         except KeyboardInterrupt:
@@ -208,7 +238,10 @@ def summary(outcomes: list[Outcome]) -> str:
             succeeded.setdefault(o.run.env_id, []).append(str(o.run.seed))
     lines = [f"summary: {len(outcomes) - len(failed)} of {len(outcomes)} runs succeeded, {len(failed)} failed"]
     lines += [f"  succeeded: {env_id} seeds {' '.join(seeds)}" for env_id, seeds in succeeded.items()]
-    lines += [f"  FAILED (exit {o.returncode}): {o.run.command}\n    log: {o.log_path}" for o in failed]
+    for o in failed:
+        lines.append(f"  FAILED (exit {o.returncode}): {o.run.command}")
+        lines.append(f"    log: {o.log_path}")
+        lines.append(f"    last line: {last_line(o.log_path) or '(the log is empty)'}")
     return "\n".join(lines)
 
 
@@ -245,7 +278,7 @@ def slurm_values(args: Args, runs: list[Run], workdir: Path, log_dir: Path) -> d
         "cpus_per_task": None if args.slurm_total_cpus is None else str(math.ceil(args.slurm_total_cpus / ntasks)),
         "workdir": shlex.quote(str(workdir)),
         "output": shlex.quote(str(log_dir / "%x_%A_%a.log")),
-        "commands": "\n".join(f"    {shlex.quote(run.command)}" for run in runs),
+        "commands": "\n".join(f"    {shlex.quote(with_this_interpreter(run.command))}" for run in runs),
     }
 
 

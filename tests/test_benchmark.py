@@ -86,6 +86,50 @@ def test_threads_are_pinned_unless_already_set(tmp_path, threads_per_run):
     assert f"threads {expected} 7 {expected}" in log.read_text()
 
 
+def test_python_in_the_command_is_the_runners_interpreter_and_a_failure_says_why(tmp_path):
+    """A user who runs `.venv/bin/python -m cleanrl_utils.benchmark --command "python ..."` from a shell without the
+    venv activated gets the venv's interpreter for every run; a run that fails shows its last log line."""
+    (tmp_path / "bin").mkdir()
+    decoy = tmp_path / "bin" / "python"  # a `python` first on PATH that is not the runner's
+    decoy.write_text("#!/bin/sh\necho 'decoy python has no gymnasium' >&2\nexit 1\n")
+    decoy.chmod(0o755)
+    env = script_env(PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    training = "import sys; print(sys.executable); sys.exit('no such environment: ' + sys.argv[-3])"
+    command = f"python -c {shlex.quote(training)}"
+    proc = benchmark_cli(
+        "--env-ids",
+        "Missing-v9",
+        "--num-seeds",
+        "1",
+        "--command",
+        command,
+        "--workers",
+        "1",
+        "--log-dir",
+        "logs",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"`python` in the command runs {sys.executable}" in proc.stdout
+    [log] = (tmp_path / "logs").glob("*/Missing-v9__seed1.log")
+    assert sys.executable in log.read_text() and "decoy" not in log.read_text()
+    assert "    last line: no such environment: Missing-v9" in proc.stdout.split("summary:")[1]
+
+
+def test_with_this_interpreter_changes_only_a_leading_python():
+    assert (
+        benchmark.with_this_interpreter("python cleanrl/ppo.py --seed 1") == f"{sys.executable} cleanrl/ppo.py --seed 1"
+    )
+    assert benchmark.with_this_interpreter("python3 -m x").startswith(sys.executable)
+    for command in (
+        "torchrun --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py",
+        "/opt/py/bin/python a.py",
+        "pythonx a",
+    ):
+        assert benchmark.with_this_interpreter(command) == command
+
+
 def test_a_missing_program_is_a_failed_run(tmp_path):
     run = benchmark.Run("A-v0", 1, "no-such-program-anywhere --env-id A-v0 --seed 1")
     outcome = benchmark.execute(run, tmp_path / "a.log", dict(os.environ))
@@ -150,7 +194,8 @@ def test_slurm_job_script_without_sbatch(tmp_path):
     for task, run in enumerate(expected):
         task_env = {**os.environ, "PATH": f"{path}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": str(task)}
         out = subprocess.run(["bash", str(script)], env=task_env, capture_output=True, text=True, check=True).stdout
-        assert out.splitlines()[-1] == f"bash|-c|{run.command}|"
+        assert out.splitlines()[-1] == f"bash|-c|{benchmark.with_this_interpreter(run.command)}|"
+        assert out.splitlines()[-1].startswith(f"bash|-c|{sys.executable} cleanrl/ppo.py"), "python is the runner's"
 
 
 def test_slurm_job_is_submitted_with_sbatch(tmp_path):

@@ -1,0 +1,88 @@
+"""The Slurm template on a real one-node Slurm cluster on this machine (scripts/slurm-local.sh installs and starts it,
+as root): the benchmark's array job runs and writes its runs, and the --slurm-* flags reach the job's tasks.
+tests/test_benchmark.py checks the job script itself with stand-ins for sbatch, including what one node cannot show
+(several nodes, GPUs)."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import ROOT, read_scalars, run_dirs, script_env
+
+TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A running one-node cluster; skipped (with the reason) only where it cannot be installed: not root."""
+    if os.geteuid() != 0:
+        pytest.skip("a real Slurm cluster needs root here (scripts/slurm-local.sh installs and starts it)")
+    proc = subprocess.run(["bash", ROOT / "scripts" / "slurm-local.sh", "start"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    print(proc.stdout.strip())
+    yield
+    subprocess.run(["bash", ROOT / "scripts" / "slurm-local.sh", "stop"], capture_output=True)
+
+
+def submit(*args, cwd):
+    """Runs the benchmark with the template; returns the array job's id."""
+    command = [sys.executable, "-m", "cleanrl_utils.benchmark", "--slurm-template-path", str(TEMPLATE), *args]
+    env = script_env(PYTHONPATH=str(ROOT))
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
+
+
+def tasks(job_id):
+    """{array task index: (state, exit code)} of every task of an array job, from scontrol."""
+    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S+)", line))
+        if "ArrayTaskId" in fields and fields["ArrayTaskId"].isdigit():
+            found[int(fields["ArrayTaskId"])] = (fields["JobState"], fields["ExitCode"])
+    return found
+
+
+def wait_for(job_id, count, timeout=300):
+    """Waits until all `count` tasks of the array job have ended; returns tasks(job_id)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = tasks(job_id)
+        ended = [state for state, _ in found.values() if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")]
+        if len(found) == count and len(ended) == count:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} did not end in {timeout} s: {tasks(job_id)}")
+
+
+def test_the_benchmarks_array_job_runs_every_run(slurm, tmp_path):
+    command = f"python {ROOT / 'cleanrl' / 'ppo.py'} --no-cuda --total-timesteps 512 --num-envs 2 --num-steps 64"
+    args = ["--env-ids", "CartPole-v1", "Acrobot-v1", "--num-seeds", "2", "--workers", "2", "--command", command]
+    job_id = submit(*args, cwd=tmp_path)
+    assert wait_for(job_id, 4) == {i: ("COMPLETED", "0:0") for i in range(4)}
+    names = sorted(d.name.rsplit("__", 1)[0] for d in run_dirs(tmp_path))
+    assert names == sorted(f"{env}__ppo__{seed}" for env in ("CartPole-v1", "Acrobot-v1") for seed in (1, 2))
+    for run_dir in run_dirs(tmp_path):
+        assert [step for step, _ in read_scalars(run_dir)["charts/SPS"]] == [128, 256, 384, 512]
+    logs = sorted((tmp_path / "slurm" / "logs").glob("ppo_*.log"))
+    assert len(logs) == 4 and all("[100%] step 512/512" in log.read_text() for log in logs)
+
+
+def test_slurm_flags_reach_the_tasks(slurm, tmp_path):
+    shown = "import os; print('seen', *(os.environ.get(v) for v in ('SLURM_NTASKS', 'SLURM_CPUS_PER_TASK', "
+    shown += "'SLURM_JOB_NUM_NODES', 'OMP_NUM_THREADS', 'SLURM_PROCID')))"
+    command = f"python -c {shown!r}"
+    args = ["--env-ids", "A-v0", "--num-seeds", "2", "--workers", "1", "--command", command]
+    job_id = submit(*args, "--slurm-ntasks", "2", "--slurm-total-cpus", "2", "--slurm-nodes", "1", cwd=tmp_path)
+    assert wait_for(job_id, 2) == {0: ("COMPLETED", "0:0"), 1: ("COMPLETED", "0:0")}
+    # --workers 1: one array task at a time
+    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
+    assert "ArrayTaskThrottle=1" in out
+    for log in sorted((tmp_path / "slurm" / "logs").glob("*.log")):
+        seen = sorted(line for line in log.read_text().splitlines() if line.startswith("seen"))
+        # --slurm-ntasks 2: two processes; --slurm-total-cpus 2 shared by them: one CPU and one thread each
+        assert seen == ["seen 2 1 1 1 0", "seen 2 1 1 1 1"], log.read_text()

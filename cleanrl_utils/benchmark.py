@@ -12,6 +12,10 @@ A command that starts with `python` (or `python3`) runs under the interpreter th
 whether or not that environment is activated.
 """
 
+import contextlib
+import functools
+import io
+import json
 import math
 import os
 import re
@@ -25,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tyro
+
+from cleanrl_utils.scripts import load_script
 
 # Thread pools of the numeric libraries a script may load; each run gets its share of the cores.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -47,6 +53,11 @@ class Args:
     """threads per run, as OMP_NUM_THREADS and the like where unset (None: the cores / --workers, at least 1)"""
     log_dir: str = "benchmark/logs"
     """where each run's output goes, in a new timestamped folder per benchmark"""
+    checkpoint_every: int | None = None
+    """passed on to each run as --checkpoint-every (None: one checkpoint per 1% of a run of at least 100 iterations,
+    none for shorter runs; 0: none)"""
+    run_one: str | None = None
+    """run this one command, continuing its run from its checkpoint if it has one (what each Slurm task does)"""
     slurm_template_path: str | None = None
     """a Slurm job template, e.g. benchmark/ppo.slurm_template: submit an array job, one task per run, with sbatch"""
     slurm_dir: str = "slurm"
@@ -78,6 +89,7 @@ class Outcome:
     returncode: int
     seconds: float
     log_path: Path
+    how: str = "started"  # started, continued (from its checkpoint) or left (finished before)
 
 
 class UserError(Exception):
@@ -111,6 +123,97 @@ def last_line(path: Path) -> str:
     except OSError:
         return ""
     return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
+# ---- finding a run again: what a benchmark run before this one left unfinished ----------------------------------
+# A script run with --checkpoint-every writes, beside its checkpoint, `checkpoint.json`: its command-line flags,
+# the iteration it reached and the number of iterations of the run (cleanrl_utils/checkpoint.py).
+CHECKPOINT_STATE = "checkpoint.json"
+RESUME_FLAGS = ("--resume", "--checkpoint-every", "--checkpoint_every")
+
+
+def flags_of(command: str) -> tuple[str | None, list[str]]:
+    """The script's path in `command` (its first word ending in .py, after `python` or `torchrun ...`) and the
+    flags after it, without the resume flags, which may differ between the attempts of one run."""
+    words = shlex.split(command)
+    at = next((i for i, word in enumerate(words) if word.endswith(".py")), None)
+    if at is None:
+        return None, []
+    flags = []
+    rest = iter(words[at + 1 :])
+    for word in rest:
+        if word in RESUME_FLAGS:
+            next(rest, None)
+        elif not word.startswith(tuple(f"{flag}=" for flag in RESUME_FLAGS)):
+            flags.append(word)
+    return words[at], flags
+
+
+def exp_name_of(script: str, flags: list[str]) -> str:
+    for i, word in enumerate(flags):
+        if word in ("--exp-name", "--exp_name") and i + 1 < len(flags):
+            return flags[i + 1]
+        if word.startswith(("--exp-name=", "--exp_name=")):
+            return word.split("=", 1)[1]
+    return Path(script).stem
+
+
+def earlier_attempt(run: Run, cwd: Path) -> tuple[str, Path | None]:
+    """("finished" | "unfinished", run folder) of the newest run folder under cwd/runs whose checkpoint says it
+    ran this run's command; ("new", None) where there is none."""
+    script, flags = flags_of(run.command)
+    if script is None:
+        return "new", None
+    pattern = f"{run.env_id}__{exp_name_of(script, flags)}__{run.seed}__*"
+    folders = sorted((cwd / "runs").glob(pattern), key=lambda folder: folder.stat().st_mtime, reverse=True)
+    for folder in folders:
+        try:
+            state = json.loads((folder / CHECKPOINT_STATE).read_text())
+            same = flags_of(shlex.join(["x.py", *state["argv"]]))[1] == flags
+            finished = state["iteration"] >= state["num_iterations"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if same:
+            return ("finished" if finished else "unfinished"), folder
+    return "new", None
+
+
+@functools.cache
+def iterations_of(command: str) -> int | None:
+    """How many iterations the command's run has, from its script's Args (None where that cannot be known)."""
+    script, flags = flags_of(command)
+    if script is None or not Path(script).is_file():
+        return None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            module = load_script(Path(script).stem, Path(script).resolve().parent)
+            args = tyro.cli(module.Args, args=flags)
+        num_envs = getattr(args, "num_envs", None) or getattr(args, "local_num_envs", None)
+        return args.total_timesteps // (num_envs * args.num_steps)
+    except (Exception, SystemExit):
+        return None
+
+
+def checkpoint_every_for(command: str, chosen: int | None) -> int:
+    """--checkpoint-every for a run: the runner's --checkpoint-every if given, else one per 1% of the run for runs
+    of at least 100 iterations (0, no checkpoints, for shorter ones or where the iterations cannot be known)."""
+    if chosen is not None:
+        return chosen
+    iterations = iterations_of(command)
+    return iterations // 100 if iterations and iterations >= 100 else 0
+
+
+def attempt(run: Run, cwd: Path, chosen: int | None) -> tuple[str, str | None]:
+    """How to run `run` now: ("left", None) for a finished run, ("continued", command) to go on from its last
+    checkpoint, ("started", command) for a new run; the command carries --checkpoint-every where due."""
+    status, folder = earlier_attempt(run, cwd)
+    if status == "finished":
+        return "left", None
+    every = checkpoint_every_for(run.command, chosen)
+    command = run.command + (f" --checkpoint-every {every}" if every else "")
+    if status == "unfinished":
+        return "continued", f"{command} --resume {shlex.quote(str(folder))}"
+    return "started", command
 
 
 def usable_cores() -> int:
@@ -148,6 +251,8 @@ def check_args(args: Args) -> None:
         raise UserError(f"--num-seeds must be at least 1, got {args.num_seeds}")
     if args.workers < 0:
         raise UserError(f"--workers must be 0 (print the commands) or more, got {args.workers}")
+    if args.checkpoint_every is not None and args.checkpoint_every < 0:
+        raise UserError(f"--checkpoint-every must be 0 (no checkpoints) or more, got {args.checkpoint_every}")
     if args.threads_per_run is not None and args.threads_per_run < 1:
         raise UserError(f"--threads-per-run must be at least 1, got {args.threads_per_run}")
     slurm_options = ("slurm_gpus_per_task", "slurm_ntasks", "slurm_total_cpus", "slurm_nodes")
@@ -177,15 +282,20 @@ def new_folder(parent: Path, name: str) -> Path:
     raise RuntimeError(f"cannot find a free folder name for {parent / name}")
 
 
-def execute(run: Run, log_path: Path, env: dict[str, str]) -> Outcome:
-    """Runs one command with its output (stdout and stderr) in `log_path`; never raises for a failed run."""
+def execute(run: Run, log_path: Path, env: dict[str, str], checkpoint_every: int | None = None) -> Outcome:
+    """Runs one command with its output (stdout and stderr) in `log_path`, continuing its run where an earlier
+    benchmark left it unfinished and leaving it alone where it finished; never raises for a failed run."""
     start = time.time()
+    how, command = attempt(run, Path("."), checkpoint_every)
     with open(log_path, "w") as log:
-        log.write(f"$ {run.command}\n")
+        if command is None:
+            log.write(f"left: {run.command} finished before\n")
+            return Outcome(run, 0, 0.0, log_path, how)
+        log.write(f"$ {command}\n")
         log.flush()
         try:
             returncode = subprocess.run(
-                shlex.split(with_this_interpreter(run.command)),
+                shlex.split(with_this_interpreter(command)),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -194,7 +304,24 @@ def execute(run: Run, log_path: Path, env: dict[str, str]) -> Outcome:
         except OSError as e:  # the program itself is missing or cannot be executed
             log.write(f"cannot start the command: {e}\n")
             returncode = 127
-    return Outcome(run, returncode, time.time() - start, log_path)
+    return Outcome(run, returncode, time.time() - start, log_path, how)
+
+
+def run_one(command: str, checkpoint_every: int | None) -> int:
+    """One run, as a Slurm task runs it: continued from its checkpoint if an earlier attempt left one, left alone
+    if it finished; the training command replaces this process, so Slurm's signals reach the script itself."""
+    _, flags = flags_of(command)
+    values = {word: flags[i + 1] for i, word in enumerate(flags[:-1]) if word in ("--env-id", "--env_id", "--seed")}
+    env_id = values.get("--env-id", values.get("--env_id"))
+    seed = values.get("--seed")
+    run = Run(env_id, int(seed), command) if env_id and seed and seed.isdigit() else Run("", 0, command)
+    how, command = attempt(run, Path("."), checkpoint_every)
+    if command is None:
+        print(f"benchmark: left {run.command}: it finished before", flush=True)
+        return 0
+    print(f"benchmark: {how} {command}", flush=True)
+    words = shlex.split(with_this_interpreter(command))
+    os.execvp(words[0], words)
 
 
 def duration(seconds: float) -> str:
@@ -202,7 +329,9 @@ def duration(seconds: float) -> str:
     return f"{minutes}m{seconds:02d}s"
 
 
-def run_locally(runs: list[Run], workers: int, threads: int, log_dir: Path) -> list[Outcome]:
+def run_locally(
+    runs: list[Run], workers: int, threads: int, log_dir: Path, checkpoint_every: int | None = None
+) -> list[Outcome]:
     """Runs `workers` commands at a time, each in its own process, printing a line as each one ends."""
     env = child_environment(dict(os.environ), threads)
     outcomes = []
@@ -210,12 +339,15 @@ def run_locally(runs: list[Run], workers: int, threads: int, log_dir: Path) -> l
     if with_this_interpreter(runs[0].command) != runs[0].command:
         print(f"benchmark: `python` in the command runs {sys.executable}, the interpreter of this runner", flush=True)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(execute, run, log_dir / run.log_name, env) for run in runs]
+        futures = [pool.submit(execute, run, log_dir / run.log_name, env, checkpoint_every) for run in runs]
         try:
             for future in as_completed(futures):
                 outcome = future.result()
                 outcomes.append(outcome)
                 status = "ok" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode})"
+                status = {"continued": f"{status} (continued)", "left": "left (finished before)"}.get(
+                    outcome.how, status
+                )
                 said = "" if outcome.returncode == 0 else f"\n    {last_line(outcome.log_path)}"
                 print(
                     f"[{len(outcomes)}/{len(runs)}] {status} {outcome.run.env_id} seed {outcome.run.seed} "
@@ -237,6 +369,10 @@ def summary(outcomes: list[Outcome]) -> str:
         if o.returncode == 0:
             succeeded.setdefault(o.run.env_id, []).append(str(o.run.seed))
     lines = [f"summary: {len(outcomes) - len(failed)} of {len(outcomes)} runs succeeded, {len(failed)} failed"]
+    for how in ("started", "continued", "left"):
+        runs = [f"{o.run.env_id} seed {o.run.seed}" for o in outcomes if o.how == how]
+        explained = {"continued": " from their checkpoints", "left": " alone: they had finished before"}.get(how, "")
+        lines += [f"  {how}{explained}: {', '.join(runs)}"] if runs else []
     lines += [f"  succeeded: {env_id} seeds {' '.join(seeds)}" for env_id, seeds in succeeded.items()]
     for o in failed:
         lines.append(f"  FAILED (exit {o.returncode}): {o.run.command}")
@@ -278,7 +414,11 @@ def slurm_values(args: Args, runs: list[Run], workdir: Path, log_dir: Path) -> d
         "cpus_per_task": None if args.slurm_total_cpus is None else str(math.ceil(args.slurm_total_cpus / ntasks)),
         "workdir": shlex.quote(str(workdir)),
         "output": shlex.quote(str(log_dir / "%x_%A_%a.log")),
-        "commands": "\n".join(f"    {shlex.quote(with_this_interpreter(run.command))}" for run in runs),
+        "commands": "\n".join(f"    {shlex.quote(run.command)}" for run in runs),
+        "runner": " ".join(
+            [shlex.quote(sys.executable), "-m", "cleanrl_utils.benchmark"]
+            + ([] if args.checkpoint_every is None else ["--checkpoint-every", str(args.checkpoint_every)])
+        ),
     }
 
 
@@ -300,6 +440,8 @@ def submit_to_slurm(args: Args, runs: list[Run]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv, prog="python -m cleanrl_utils.benchmark")
+    if args.run_one is not None:
+        return run_one(args.run_one, args.checkpoint_every)
     try:
         check_args(args)
         runs = expand_runs(args.command, args.env_ids, args.num_seeds, args.start_seed)
@@ -314,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads_per_run or max(1, usable_cores() // args.workers)
     log_dir = new_folder(Path(args.log_dir), time.strftime("%Y%m%d-%H%M%S"))
     try:
-        outcomes = run_locally(runs, args.workers, threads, log_dir)
+        outcomes = run_locally(runs, args.workers, threads, log_dir, args.checkpoint_every)
     except KeyboardInterrupt:
         print(f"benchmark: interrupted; the logs so far are in {log_dir}", file=sys.stderr)
         return 130

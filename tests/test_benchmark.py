@@ -1,6 +1,7 @@
 """cleanrl_utils/benchmark.py: one command over environments and seeds, run here a few at a time or as a Slurm job;
 benchmark/speed.py, the speed of a script; benchmark/vs_random.py, a learning check for self-play."""
 
+import json
 import os
 import shlex
 import subprocess
@@ -130,6 +131,74 @@ def test_with_this_interpreter_changes_only_a_leading_python():
         assert benchmark.with_this_interpreter(command) == command
 
 
+# A stand-in training script with what the runner relies on (cleanrl_utils/checkpoint.py does this for the real
+# scripts): a run folder per run, checkpoint.json beside its checkpoint, --checkpoint-every and --resume FOLDER.
+STANDIN_TRAINING = """
+import json, os, sys, time
+argv = sys.argv[1:]
+def flag(name, default=None):
+    return argv[argv.index(name) + 1] if name in argv else default
+env_id, seed, every = flag("--env-id"), flag("--seed"), int(flag("--checkpoint-every", 0))
+folder = flag("--resume") or f"runs/{env_id}__train__{seed}__{time.time_ns()}"
+os.makedirs(folder, exist_ok=True)
+start = json.load(open(f"{folder}/checkpoint.json"))["iteration"] + 1 if flag("--resume") else 1
+print("iterations", start, "to 4 in", folder)
+for iteration in range(start, 5):
+    if every and iteration % every == 0:
+        kept = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")]
+        json.dump({"argv": kept, "iteration": iteration, "num_iterations": 4}, open(f"{folder}/tmp", "w"))
+        os.replace(f"{folder}/tmp", f"{folder}/checkpoint.json")
+    if env_id == "Killed-v0" and iteration == 2 and start == 1:
+        os._exit(137)  # as if killed after its second checkpoint
+"""
+
+
+def test_running_a_benchmark_again_continues_the_unfinished_runs_and_leaves_the_finished(tmp_path):
+    (tmp_path / "train.py").write_text(STANDIN_TRAINING)
+    args = ["--env-ids", "Killed-v0", "Done-v0", "--num-seeds", "1", "--workers", "1", "--log-dir", "logs"]
+    args += ["--command", f"{shlex.quote(sys.executable)} train.py", "--checkpoint-every", "1"]
+    first = benchmark_cli(*args, cwd=tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "summary: 1 of 2 runs succeeded, 1 failed\n  started: Killed-v0 seed 1, Done-v0 seed 1\n" in first.stdout
+    second = benchmark_cli(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (
+        "ok (continued) Killed-v0 seed 1" in second.stdout and "left (finished before) Done-v0 seed 1" in second.stdout
+    )
+    assert "  continued from their checkpoints: Killed-v0 seed 1\n" in second.stdout
+    assert "  left alone: they had finished before: Done-v0 seed 1" in second.stdout
+    [killed] = (tmp_path / "runs").glob("Killed-v0__train__1__*")
+    log = sorted((tmp_path / "logs").glob("*/Killed-v0__seed1.log"))[-1].read_text()
+    assert f"--checkpoint-every 1 --resume {killed.relative_to(tmp_path)}" in log and "iterations 3 to 4" in log
+    assert json.loads((killed / "checkpoint.json").read_text())["iteration"] == 4
+    assert len(list((tmp_path / "runs").iterdir())) == 2, "a continued run keeps its folder"
+    third = benchmark_cli(*args, cwd=tmp_path)
+    assert "  left alone: they had finished before: Killed-v0 seed 1, Done-v0 seed 1" in third.stdout
+
+
+def test_another_command_is_another_run(tmp_path):
+    folder = tmp_path / "runs" / "A-v0__ppo__1__100"
+    folder.mkdir(parents=True)
+    state = {"argv": ["--total-timesteps", "1000", "--env-id", "A-v0", "--seed", "1"], "iteration": 3}
+    (folder / "checkpoint.json").write_text(json.dumps({**state, "num_iterations": 9}))
+    run = benchmark.Run("A-v0", 1, "python cleanrl/ppo.py --total-timesteps 1000 --env-id A-v0 --seed 1")
+    assert benchmark.attempt(run, tmp_path, 2) == (
+        "continued",
+        f"{run.command} --checkpoint-every 2 --resume {folder}",
+    )
+    other = benchmark.Run("A-v0", 1, "python cleanrl/ppo.py --total-timesteps 2000 --env-id A-v0 --seed 1")
+    assert benchmark.attempt(other, tmp_path, 0) == ("started", other.command)
+    named = benchmark.Run("A-v0", 1, f"{run.command} --exp-name mine")
+    assert benchmark.earlier_attempt(named, tmp_path) == ("new", None), "another experiment name, another folder"
+
+
+def test_long_runs_get_about_100_checkpoints_and_short_ones_none():
+    assert benchmark.checkpoint_every_for(f"python {ROOT / 'cleanrl' / 'ppo.py'}", None) == 9  # 976 iterations
+    assert benchmark.checkpoint_every_for(f"python {ROOT / 'cleanrl' / 'ppo.py'} --total-timesteps 5120", None) == 0
+    assert benchmark.checkpoint_every_for("python elsewhere.py", None) == 0
+    assert benchmark.checkpoint_every_for(f"python {ROOT / 'cleanrl' / 'ppo.py'}", 3) == 3
+
+
 def test_a_missing_program_is_a_failed_run(tmp_path):
     run = benchmark.Run("A-v0", 1, "no-such-program-anywhere --env-id A-v0 --seed 1")
     outcome = benchmark.execute(run, tmp_path / "a.log", dict(os.environ))
@@ -185,6 +254,8 @@ def test_slurm_job_script_without_sbatch(tmp_path):
         "#SBATCH --cpus-per-task=4",
         f"#SBATCH --chdir={tmp_path}",
         f"#SBATCH --output={tmp_path}/slurm/logs/%x_%A_%a.log",
+        "#SBATCH --requeue",
+        "#SBATCH --signal=USR1@120",
     ]
     assert "{{" not in text and (tmp_path / "slurm" / "logs").is_dir()
 
@@ -194,8 +265,8 @@ def test_slurm_job_script_without_sbatch(tmp_path):
     for task, run in enumerate(expected):
         task_env = {**os.environ, "PATH": f"{path}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": str(task)}
         out = subprocess.run(["bash", str(script)], env=task_env, capture_output=True, text=True, check=True).stdout
-        assert out.splitlines()[-1] == f"bash|-c|{benchmark.with_this_interpreter(run.command)}|"
-        assert out.splitlines()[-1].startswith(f"bash|-c|{sys.executable} cleanrl/ppo.py"), "python is the runner's"
+        # the task's run goes through the runner, which continues it from its checkpoint if it has one
+        assert out.splitlines()[-1] == f"{sys.executable}|-m|cleanrl_utils.benchmark|--run-one|{run.command}|"
 
 
 def test_slurm_job_is_submitted_with_sbatch(tmp_path):

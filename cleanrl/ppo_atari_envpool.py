@@ -371,7 +371,12 @@ if __name__ == "__main__":
         clipfracs = []
         for epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
-            for mb_inds in np.array_split(b_inds, args.num_minibatches):
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+                if args.exclude_reset_steps:  # fewer steps than the batch: as many minibatches, of even sizes
+                    mb_inds = np.array_split(b_inds, args.num_minibatches)[start // args.minibatch_size]
+
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()

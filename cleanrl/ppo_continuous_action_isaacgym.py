@@ -321,7 +321,9 @@ if __name__ == "__main__":
         args.env_id, args.num_envs, args.seed, device, args.capture_video, run_name, args.record_video_step_frequency
     )
     if type(envs.single_action_space).__name__ != "Box" or len(envs.single_observation_space.shape) != 1:  # gym spaces
-        fail(f"{args.env_id} lacks flat observations or Box actions")
+        has = f"{envs.single_action_space} actions and {envs.single_observation_space} observations"
+        needs = "Box actions and flat observations"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use a task with both instead")
 
     if args.track:
         import wandb

@@ -267,8 +267,9 @@ def check_args(args):
 
 def evaluate(model_path, envs, next_obs, eval_episodes, device):
     """Plays `eval_episodes` episodes with a saved model; returns their returns. Isaac Gym runs one simulation per
-    process: this plays on in the training environments, from `next_obs`, and counts the next whole episodes of
-    environments 0, 1, ... (not those under way, nor the first to end anywhere, which would favour short ones)."""
+    process, hence these arguments and not an environment id to make: this plays on in the training environments,
+    from `next_obs`, and counts the next whole episodes of environments 0, 1, ... (not those under way, nor the first
+    to end anywhere, which would favour short ones)."""
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
     # the episodes each environment plays for the count: 10 over 4 environments are 3, 3, 2, 2; over 4096, 1 for 10

@@ -1,4 +1,4 @@
-# PPO for MultiDiscrete actions (Gym-μRTS), a Categorical per component; docs: docs/ppo_microrts.md#ppo_multidiscretepy
+# docs and experiment results can be found at docs/ppo_microrts.md#ppo_multidiscretepy
 import os
 import random
 import sys

@@ -1,4 +1,4 @@
-# PPO with invalid action masking, MultiDiscrete actions (Gym-μRTS); docs: docs/ppo_microrts.md#ppo_multidiscrete_maskpy
+# docs and experiment results can be found at docs/ppo_microrts.md#ppo_multidiscrete_maskpy
 import os
 import random
 import sys

@@ -200,6 +200,24 @@ def test_importing_has_no_side_effects(script, tmp_path):
     assert list(cwd.iterdir()) == []
 
 
+HEADER = "# docs and experiment results can be found at "
+
+
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_the_first_line_says_where_the_docs_are(script):
+    """The reference's header, the first line a reader sees. The scripts with a CleanRL counterpart keep its line
+    (docs.cleanrl.dev covers that code and its results); the Gym-μRTS scripts, which have no page there, point at the
+    section of their own name on this project's page."""
+    first = (SCRIPTS / script.file).read_text().splitlines()[0]
+    assert first.startswith(HEADER)
+    where = first[len(HEADER) :]
+    if script.name.startswith("ppo_multidiscrete"):
+        assert where == f"docs/ppo_microrts.md#{script.name}py"
+        assert f"## `{script.file}`" in (ROOT / "docs" / "ppo_microrts.md").read_text().splitlines()
+    else:
+        assert where.startswith("https://docs.cleanrl.dev/rl-algorithms/ppo/#")
+
+
 @pytest.mark.parametrize("script", TABLE, ids=str)
 def test_derived_sizes_are_not_flags(script, capsys):
     module = load_script(script.name)

@@ -312,6 +312,12 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
+    # TRY NOT TO MODIFY: seeding (before the task is made, as in the reference: its making may draw from torch)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
     # env setup; the device comes first: Isaac Gym simulates on it, and its tensors stay there
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     task_configs = Path(isaacgymenvs.__file__).parent / "cfg" / "task"
@@ -342,12 +348,6 @@ if __name__ == "__main__":
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
     )
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
 
     torch.distributions.Distribution.set_default_validate_args(False)  # no argument checks in every Normal
 

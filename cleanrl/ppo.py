@@ -218,7 +218,9 @@ if __name__ == "__main__":
     obs_space = envs.single_observation_space
     action_space = envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Box and Discrete ones")
+        has = f"{action_space} actions and {obs_space} observations"
+        needs = "Discrete actions and Box observations"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use ppo_continuous_action.py instead")
 
     if args.track:
         import wandb

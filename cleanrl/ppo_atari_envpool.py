@@ -19,7 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 try:
     import envpool
 except ModuleNotFoundError as e:
-    missing = f"{e.name} is missing; pip install -r requirements/requirements-envpool.txt"
+    missing = f"{e.name} is missing; run `bash scripts/setup.sh envpool` in a clone of this project"
     print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
@@ -260,10 +260,14 @@ if __name__ == "__main__":
 
     # env setup; EnvPool resets an ended episode in the next step, which ignores its action and pays nothing
     if envpool.registration.registry.specs.get(args.env_id, [None])[0] != "envpool.atari":
-        fail(f"cannot make environment '{args.env_id}': not an EnvPool Atari id such as Breakout-v5; see ppo_atari.py")
+        fail(f"{args.env_id} has no EnvPool Atari game; this script needs one: use ppo_atari.py instead")
     envs = make_env(args.env_id, args.num_envs, args.seed, args.capture_video, run_name)
-    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has {envs.single_action_space} actions, not Discrete; see ppo_continuous_action.py")
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
+    if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
+        has = f"{action_space} actions and {obs_space} observations"
+        needs = "Discrete actions and Box observations"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use ppo_continuous_action.py instead")
 
     if args.track:
         import wandb
@@ -371,7 +375,12 @@ if __name__ == "__main__":
         clipfracs = []
         for epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
-            for mb_inds in np.array_split(b_inds, args.num_minibatches):
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+                if args.exclude_reset_steps:  # fewer steps than the batch: as many minibatches, of even sizes
+                    mb_inds = np.array_split(b_inds, args.num_minibatches)[start // args.minibatch_size]
+
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()

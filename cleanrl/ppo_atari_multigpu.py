@@ -19,13 +19,12 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 try:
-    import ale_py
-    import cv2
-
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):  # a legacy gym's notice on import
+        import ale_py
+        import cv2
         from stable_baselines3.common import atari_wrappers
 except ModuleNotFoundError as e:
-    missing = f"{e.name} is missing; pip install -r requirements/requirements-atari.txt"
+    missing = f"{e.name} is missing; run `bash scripts/setup.sh atari` in a clone of this project"
     print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 gym.register_envs(ale_py)  # the Atari ids, with the game ROMs inside the package
@@ -278,8 +277,7 @@ if __name__ == "__main__":
     # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
     try:
         if gym.spec(args.env_id).entry_point not in ("ale_py.env:AtariEnv", ale_py.AtariEnv):
-            fail(f"{args.env_id} is not an Atari game of ale-py; see ppo.py or ppo_continuous_action.py")
-        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)  # keeps the emulator's banner off the console
+            fail(f"{args.env_id} has no ale-py Atari game; this script needs one: use ppo.py instead")
         envs = gym.vector.SyncVectorEnv(
             [make_env(args.env_id, i, args.capture_video and rank == 0, run_name) for i in range(args.local_num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
@@ -289,7 +287,9 @@ if __name__ == "__main__":
     obs_space = envs.single_observation_space
     action_space = envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Box and Discrete ones")
+        has = f"{action_space} actions and {obs_space} observations"
+        needs = "Discrete actions and Box observations"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use ppo_continuous_action.py instead")
 
     if args.track and rank == 0:  # only rank 0 writes: Weights & Biases, TensorBoard, videos and the saved model
         import wandb

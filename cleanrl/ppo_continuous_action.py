@@ -239,18 +239,20 @@ if __name__ == "__main__":
 
     # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
     if args.env_id.startswith("dm_control/") and importlib.util.find_spec("shimmy") is None:
-        fail("dm_control tasks need shimmy: pip install -r requirements/requirements-dm_control.txt")
+        fail("shimmy is missing; run `bash scripts/setup.sh dm_control` in a clone of this project")
     try:
         envs = gym.vector.SyncVectorEnv(
             [make_env(args.env_id, i, args.capture_video, run_name, args.gamma) for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-    except gym.error.DependencyNotInstalled as e:
-        fail(f"{e} (or: pip install -r requirements/requirements-mujoco.txt)")
+    except gym.error.DependencyNotInstalled:  # Gymnasium's MuJoCo and Box2D tasks, without their extra
+        extra = "box2d" if "box2d" in gym.spec(args.env_id).entry_point else "mujoco"
+        fail(f"{extra} is missing; run `bash scripts/setup.sh {extra}` in a clone of this project")
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
-    except TypeError as e:  # ClipAction refuses an action space that is not a Box
-        fail(f"{args.env_id}: {e}; see ppo.py for Discrete actions")
+    except TypeError:  # ClipAction refuses an action space that is not a Box
+        action_space = gym.make(args.env_id).action_space
+        fail(f"{args.env_id} has {action_space} actions; this script needs Box actions: use ppo.py instead")
 
     if args.track:
         import wandb

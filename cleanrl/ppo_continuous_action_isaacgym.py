@@ -267,8 +267,9 @@ def check_args(args):
 
 def evaluate(model_path, envs, next_obs, eval_episodes, device):
     """Plays `eval_episodes` episodes with a saved model; returns their returns. Isaac Gym runs one simulation per
-    process: this plays on in the training environments, from `next_obs`, and counts the next whole episodes of
-    environments 0, 1, ... (not those under way, nor the first to end anywhere, which would favour short ones)."""
+    process, hence these arguments and not an environment id to make: this plays on in the training environments,
+    from `next_obs`, and counts the next whole episodes of environments 0, 1, ... (not those under way, nor the first
+    to end anywhere, which would favour short ones)."""
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
     # the episodes each environment plays for the count: 10 over 4 environments are 3, 3, 2, 2; over 4096, 1 for 10
@@ -311,6 +312,12 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
+    # TRY NOT TO MODIFY: seeding (before the task is made, as in the reference: its making may draw from torch)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
     # env setup; the device comes first: Isaac Gym simulates on it, and its tensors stay there
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     task_configs = Path(isaacgymenvs.__file__).parent / "cfg" / "task"
@@ -321,7 +328,9 @@ if __name__ == "__main__":
         args.env_id, args.num_envs, args.seed, device, args.capture_video, run_name, args.record_video_step_frequency
     )
     if type(envs.single_action_space).__name__ != "Box" or len(envs.single_observation_space.shape) != 1:  # gym spaces
-        fail(f"{args.env_id} lacks flat observations or Box actions")
+        has = f"{envs.single_action_space} actions and {envs.single_observation_space} observations"
+        needs = "Box actions and flat observations"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use a task with both instead")
 
     if args.track:
         import wandb
@@ -339,12 +348,6 @@ if __name__ == "__main__":
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
     )
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
 
     torch.distributions.Distribution.set_default_validate_args(False)  # no argument checks in every Normal
 
@@ -427,10 +430,9 @@ if __name__ == "__main__":
         b_values = values.reshape(-1)
 
         # Optimizing the policy and value network
-        b_inds = np.arange(args.batch_size)
         clipfracs = []
         for epoch in range(args.update_epochs):
-            np.random.shuffle(b_inds)
+            b_inds = torch.randperm(args.batch_size, device=device)
             for start in range(0, args.batch_size, args.minibatch_size):
                 end = start + args.minibatch_size
                 mb_inds = b_inds[start:end]

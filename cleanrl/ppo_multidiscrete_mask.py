@@ -1,4 +1,4 @@
-# PPO with invalid action masking, MultiDiscrete actions (Gym-μRTS); docs: docs/ppo_microrts.md#ppo_multidiscrete_maskpy
+# docs and experiment results can be found at docs/ppo_microrts.md#ppo_multidiscrete_maskpy
 import os
 import random
 import sys
@@ -18,7 +18,7 @@ from torch.utils.tensorboard import SummaryWriter
 try:
     import gym_microrts_gymnasium  # noqa: F401  (registers MicrortsMining-v1 and the other Gym-μRTS ids)
 except ModuleNotFoundError as e:
-    missing = f"{e.name} is missing; bash scripts/setup.sh microrts (see requirements/nodeps-microrts.txt)"
+    missing = f"{e.name} is missing; run `bash scripts/setup.sh microrts` in a clone of this project"
     print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
@@ -259,7 +259,9 @@ if __name__ == "__main__":
     obs_space = envs.single_observation_space
     action_space = envs.single_action_space
     if obs_space.shape != (10, 10, 27) or not isinstance(action_space, gym.spaces.MultiDiscrete):
-        fail(f"{args.env_id} has {obs_space} observations, {action_space} actions: needs Gym-μRTS's on a 10x10 map")
+        has = f"{action_space} actions and {obs_space} observations"
+        needs = "Gym-μRTS's actions and observations of a 10x10 map"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use MicrortsMining-v1 or another such id instead")
 
     if args.track:
         import wandb

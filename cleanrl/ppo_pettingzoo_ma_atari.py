@@ -20,7 +20,7 @@ try:
     import pettingzoo.atari.base_atari_env  # and with it multi-agent-ale-py, the emulator of PettingZoo's Atari games
     import supersuit as ss
 except ModuleNotFoundError as e:
-    missing = f"{e.name} is missing; pip install -r requirements/requirements-pettingzoo.txt"
+    missing = f"{e.name} is missing; run `bash scripts/setup.sh pettingzoo` in a clone of this project"
     print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 ROM_DIR = os.path.dirname(ale_py.roms.__file__)  # multi-agent-ale-py has none: PettingZoo loads the ROMs of ale-py

@@ -21,7 +21,7 @@ try:
         from procgen import ProcgenEnv
         from procgen.env import ENV_NAMES
 except ModuleNotFoundError as e:
-    missing = f"{e.name} is missing; bash scripts/setup.sh procgen (see requirements/nodeps-procgen.txt)"
+    missing = f"{e.name} is missing; run `bash scripts/setup.sh procgen` in a clone of this project"
     print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 

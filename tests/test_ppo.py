@@ -92,14 +92,17 @@ def test_every_finished_episode_is_logged(tmp_path, env_id, length):
     assert [value for _, value in lengths] == [float(length)] * len(expected_steps)
 
 
+NEEDS = "this script needs Discrete actions and Box observations"
+
+
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
         (["--total-timesteps", "100"], ["be at most --total-timesteps"]),
         (["--gamma", "1.5"], ["--gamma must lie in [0, 1]", "1.5"]),
         (["--gae-lambda", "-0.1"], ["--gae-lambda must lie in [0, 1]", "-0.1"]),
-        (["--env-id", "Pendulum-v1"], ["Pendulum-v1 has", "needs Box and Discrete ones"]),
-        (["--env-id", "FrozenLake-v1"], ["FrozenLake-v1 has Discrete(16) observations", "needs Box and Discrete ones"]),
+        (["--env-id", "Pendulum-v1"], ["Pendulum-v1 has Box(", f"{NEEDS}: use ppo_continuous_action.py instead"]),
+        (["--env-id", "FrozenLake-v1"], ["FrozenLake-v1 has Discrete(4) actions and Discrete(16) observations", NEEDS]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):

@@ -22,7 +22,8 @@ ppo_atari = load_script("ppo_atari")
 
 def test_v5_id_nests_its_run_folder_and_logs_whole_games(tmp_path):
     """An ALE/...-v5 id works too (its run folder nests under runs/ALE/); a game's length counts agent steps of
-    every life; neither the emulator's banner nor the legacy gym package's notice reaches the console."""
+    every life; the legacy gym package's notice (printed on its import, where another extra installed it) does not
+    reach the console. (The emulator's banner does, once, as on the reference's stack.)"""
     args = ["--env-id", "ALE/Breakout-v5", "--total-timesteps", "512", "--num-envs", "2", "--num-steps", "128"]
     proc = run_script("ppo_atari.py", *args, cwd=tmp_path)
     run_dir = only_run_dir(tmp_path)
@@ -30,12 +31,14 @@ def test_v5_id_nests_its_run_folder_and_logs_whole_games(tmp_path):
     scalars = check_smoke_run(run_dir, "Breakout-v5__ppo_atari__1__", [256, 512], proc.stdout)
     # 5 lives of at least a few steps each
     assert all(length >= 5 * 5 for _, length in scalars["charts/episodic_length"])
-    assert "A.L.E" not in proc.stdout + proc.stderr and "Gym has been unmaintained" not in proc.stderr
+    assert "Gym has been unmaintained" not in proc.stderr
 
 
 def test_a_game_that_is_not_atari_is_one_line_and_exit_2(tmp_path):
     proc = run_script("ppo_atari.py", "--env-id", "CartPole-v1", cwd=tmp_path, check=False, timeout=120)
-    assert_user_error(proc, "ppo_atari.py: error: CartPole-v1 is not an Atari game of ale-py", "ppo.py")
+    assert_user_error(
+        proc, "ppo_atari.py: error: CartPole-v1 has no ale-py Atari game; this script needs one: use ppo.py instead"
+    )
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 
 

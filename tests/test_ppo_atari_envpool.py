@@ -6,7 +6,7 @@ import gymnasium as gym
 import imageio.v2 as imageio
 import numpy as np
 import pytest
-from helpers import load_script
+from helpers import load_script, only_run_dir, read_scalars, run_script
 
 envpool_script = load_script("ppo_atari_envpool")
 
@@ -126,3 +126,19 @@ def test_capture_video_records_whole_games_of_environment_0(tmp_path, monkeypatc
         # the mp4 may lose the last frame to rounding in the encoder
         assert length - 1 <= reader.count_frames() <= length and reader.get_data(0).shape == (210, 160, 3)
         reader.close()
+
+
+def test_exclude_reset_steps_trains_on_fewer_steps_in_as_many_minibatches(tmp_path):
+    """With the flag the update leaves out the reset steps (Breakout's random play loses lives within 128 steps), in
+    the same number of minibatches, none empty: every loss is a number, and differs from the default run's, whose
+    minibatches are the reference's slices of the whole batch (its numbers are checked by test_conformance.py)."""
+    tiny = ["--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512"]
+    losses = {}
+    for flag in ("--no-exclude-reset-steps", "--exclude-reset-steps"):
+        cwd = tmp_path / flag
+        cwd.mkdir()
+        run_script("ppo_atari_envpool.py", *tiny, flag, cwd=cwd)
+        scalars = read_scalars(only_run_dir(cwd))
+        losses[flag] = [value for tag in ("losses/value_loss", "losses/policy_loss") for _, value in scalars[tag]]
+        assert len(losses[flag]) == 4 and np.all(np.isfinite(losses[flag])), losses[flag]
+    assert losses["--exclude-reset-steps"] != losses["--no-exclude-reset-steps"]

@@ -3,7 +3,13 @@
 The whole program runs on a stand-in for IsaacGymEnvs (tests/isaacgym_standin: the part of its interface the script
 uses, over small batched tasks in torch), put on PYTHONPATH; the script has no case of its own for it. The stand-in
 refuses to load after torch, as Isaac Gym does, and refuses actions that are not tensors on its device. Then unit
-tests of the tensor pieces. (What every script shares, this one on the stand-in too, is tested in test_scripts.py.)"""
+tests of the tensor pieces. (What every script shares, this one on the stand-in too, is tested in test_scripts.py.)
+
+No record of the reference's numbers exists here (it needs Isaac Gym and a GPU), so no test pins a loss. What the
+script draws is the reference's: the minibatch order is `torch.randperm` on the device every epoch, from the generator
+`torch.manual_seed` seeds, as in the reference (an earlier version shuffled with NumPy, a stream the reference never
+used); the tests below check that text, and their other numbers (the stand-in's episodes, the Cartpole threshold) hold
+for any minibatch order."""
 
 import ast
 import importlib.util
@@ -156,6 +162,17 @@ def test_the_rollout_never_reads_a_tensor_on_the_host():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }
     assert "step" in methods and not methods & {"cpu", "numpy", "item", "tolist", "nonzero"}
+    assert "np" not in {node.id for node in ast.walk(loops[0]) if isinstance(node, ast.Name)}
+
+
+def test_the_update_draws_its_minibatches_on_the_device_as_the_reference_does():
+    """Each epoch's order is `torch.randperm(args.batch_size, device=device)`, the reference's own line: the stream
+    torch.manual_seed(args.seed) seeds, on the device, with no NumPy (nor its random stream) in the update."""
+    tree = ast.parse((SCRIPTS / SCRIPT).read_text())
+    loops = [node for node in ast.walk(tree) if isinstance(node, ast.For) and ast.unparse(node.target) == "epoch"]
+    assert len(loops) == 1
+    first = ast.unparse(loops[0].body[0])
+    assert first == "b_inds = torch.randperm(args.batch_size, device=device)"
     assert "np" not in {node.id for node in ast.walk(loops[0]) if isinstance(node, ast.Name)}
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     CONFORMANCE,
+    KIND_VARIABLES,
     PINNED,
     SCRIPTS,
     _machine_kind,
@@ -34,6 +35,8 @@ from helpers import (
 RECORDS = sorted(CONFORMANCE.glob("*.json"))
 # the variants with a reference script; Isaac Gym's cannot run here (no Isaac Gym, no NVIDIA GPU)
 VARIANTS = sorted(p.stem for p in SCRIPTS.glob("ppo*.py") if p.stem != "ppo_continuous_action_isaacgym")
+# the kernel settings that round like an AVX2-only CPU (CONVENTIONS §6), set before pytest starts like the pinned ones
+AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 LOSSES = ("losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl")
 
 
@@ -136,10 +139,15 @@ def test_a_real_departure_fails_on_every_machine(tmp_path):
         assert portable_problems(record, machine["numbers"], ours), label
 
 
-def test_machine_kind_names_the_rounding():
-    """The fingerprint is the same twice under the same settings and tells the pinned kernels from the default."""
-    settings = (("ATEN_CPU_CAPABILITY", "default"),)
+def test_machine_kind_names_the_rounding(monkeypatch):
+    """The fingerprint is the same twice under the same settings and tells the pinned kernels and the AVX2 ones from
+    the default. Each child's kernel variables are the case's alone: those set before pytest started (the pinned or
+    AVX2 ones of a run under another rounding) are removed first."""
+    for name in KIND_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    settings = (("ATEN_CPU_CAPABILITY", "default"), ("OMP_NUM_THREADS", "1"))
     twice = [_machine_kind.__wrapped__(settings) for _ in range(2)]  # two processes: no cached value
     assert twice[0] == twice[1] == machine_kind(ATEN_CPU_CAPABILITY="default"), "the fingerprint is not repeatable"
-    assert machine_kind() != machine_kind(**PINNED), "the fingerprint does not see the kernels' rounding"
+    kinds = [machine_kind(), machine_kind(**PINNED), machine_kind(**AVX2)]
+    assert len(set(kinds)) == 3, "the fingerprint does not see the kernels' rounding"
     assert Path(CONFORMANCE / "fingerprint.py").is_file()

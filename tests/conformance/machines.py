@@ -113,9 +113,9 @@ NEAR_ZERO_ATOL = {
 EXACT = ("charts/learning_rate", "charts/episodic_length", "charts/avg_episodic_length", "charts/episodic_length-")
 
 
-def spread(expected, numbers, n):
-    """The largest |ours - reference| / max(|reference|, 1% of the tag's largest |reference|) over the first n
-    points, and that 1% floor; None where the machine logged at other steps (another trajectory)."""
+def spread(expected, numbers, n, absolute=0.0):
+    """The largest |ours - reference| beyond `absolute` / max(|reference|, 1% of the tag's largest |reference|) over
+    the first n points, and that 1% floor; None where the machine logged at other steps (another trajectory)."""
     points = expected[:n]
     got = numbers[: len(points)]
     if [step for step, _ in got] != [step for step, _ in points]:
@@ -125,7 +125,8 @@ def spread(expected, numbers, n):
     for (_, value), (_, mine) in zip(points, got):
         if math.isnan(value) or math.isnan(mine):
             continue
-        worst = max(worst, abs(mine - value) / max(abs(value), floor, 1e-30))
+        beyond = max(abs(mine - value) - absolute, 0.0)
+        worst = max(worst, beyond / max(abs(value), floor, 1e-30))
     return worst, floor
 
 
@@ -143,7 +144,8 @@ def tolerance(record_path, iterations):
         if n == 0 or left_out and tag in left_out["tags"]:
             continue
         held = {label: m["numbers"][tag] for label, m in record["machines"].items() if tag in m["numbers"]}
-        spreads = {label: spread(points, numbers, n) for label, numbers in held.items()}
+        absolute = NEAR_ZERO_ATOL.get(tag, 0.0)  # for these tags the rtol covers what the absolute floor does not
+        spreads = {label: spread(points, numbers, n, absolute) for label, numbers in held.items()}
         if any(found is None for found in spreads.values()):
             raise SystemExit(f"{path.name} {tag}: a machine parts from the reference's steps within {iterations}")
         worst = max(found[0] for found in spreads.values())
@@ -152,9 +154,7 @@ def tolerance(record_path, iterations):
             rtol = 0.0 if worst == 0 else MARGIN * worst
         else:
             rtol = max(MARGIN * worst, RTOL_FLOOR)
-        atol = rtol * floor
-        if tag in NEAR_ZERO_ATOL:
-            atol = max(atol, NEAR_ZERO_ATOL[tag])
+        atol = absolute + rtol * floor
         tags[tag] = {"rtol": float(f"{rtol:.2g}"), "atol": float(f"{atol:.2g}")}
         lines.append(f"{tag} {worst:.2g}")
     span = f"{iterations} iteration{'s' if iterations > 1 else ''}"
@@ -163,8 +163,9 @@ def tolerance(record_path, iterations):
         f"First {span} (steps up to {horizon}) and the episodes that ended by then. Largest spread against the "
         f"reference's numbers over the {len(record['machines'])} machine settings held, per tag, relative to "
         "max(|value|, 1% of the tag's largest |value|): " + ", ".join(lines) + f". Tolerance: {MARGIN} times "
-        f"that (rtol; atol = rtol x that 1% floor), at least {RTOL_FLOOR} for a loss; for the tags that sit near "
-        f"zero, atol at least {floors}; learning rate and episode lengths exact."
+        f"that (rtol; atol = rtol x that 1% floor), at least {RTOL_FLOOR} for a loss. The tags that sit near zero "
+        f"have an absolute floor ({floors}): their spread is what lies beyond it, and their atol is the floor plus "
+        "rtol x the 1% floor. Learning rate and episode lengths exact."
     )
     record["portable"] = {"iterations": iterations, "tolerance": tags, "note": note}
     if left_out:

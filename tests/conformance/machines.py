@@ -18,6 +18,7 @@ python tests/conformance/machines.py check RUN_DIR RECORD [--against LABEL]
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
 from helpers import (  # noqa: E402
     CONFORMANCE,
+    KIND_VARIABLES,
     PINNED,
     bitwise_problems,
     machine_kind,
@@ -64,7 +66,11 @@ def collect(out, names, settings):
     result = {"about": f"{cpu_name()}, {platform.system()}, recorded {date.today()} by machines.py collect"}
     for setting in settings:
         extra = SETTINGS[setting]
-        entry = {"env": extra, "kind": machine_kind(**extra), "records": {}}
+        # the kernel variables set before collect started (an emulated machine's) count too: they set the rounding
+        outside = {
+            name: os.environ[name] for name in KIND_VARIABLES if name in os.environ and name != "OMP_NUM_THREADS"
+        }
+        entry = {"env": outside | extra, "kind": machine_kind(**extra), "records": {}}
         for name, path in records(names).items():
             record = json.loads(path.read_text())
             with tempfile.TemporaryDirectory() as cwd:
@@ -94,13 +100,22 @@ def fold(machine_file, label, settings, with_kind):
 
 MARGIN = 5  # the tolerance is this many times the largest spread measured
 RTOL_FLOOR = 1e-5  # for tags on which every machine measured agrees bitwise: another may still round once
-CLIPFRAC_ATOL = 0.01
+# Tags that sit near zero, where a relative tolerance is none (rtol x 0 = 0): an absolute floor. Explained variance
+# is 1 - a float32 ratio near 1, whose rounding step there is 6e-8 to 1.2e-7 (another CPU logged -1.19e-7 for 0.0);
+# a KL estimate is a mean of differences of float32 log-probabilities, each rounded at 1.2e-7 of its size; both
+# get about eight such steps. A clip fraction counts samples: at least one in a hundred may flip.
+NEAR_ZERO_ATOL = {
+    "losses/explained_variance": 1e-6,
+    "losses/old_approx_kl": 1e-6,
+    "losses/approx_kl": 1e-6,
+    "losses/clipfrac": 0.01,
+}
 EXACT = ("charts/learning_rate", "charts/episodic_length", "charts/avg_episodic_length", "charts/episodic_length-")
 
 
-def spread(expected, numbers, n):
-    """The largest |ours - reference| / max(|reference|, 1% of the tag's largest |reference|) over the first n
-    points, and that 1% floor; None where the machine logged at other steps (another trajectory)."""
+def spread(expected, numbers, n, absolute=0.0):
+    """The largest |ours - reference| beyond `absolute` / max(|reference|, 1% of the tag's largest |reference|) over
+    the first n points, and that 1% floor; None where the machine logged at other steps (another trajectory)."""
     points = expected[:n]
     got = numbers[: len(points)]
     if [step for step, _ in got] != [step for step, _ in points]:
@@ -110,7 +125,8 @@ def spread(expected, numbers, n):
     for (_, value), (_, mine) in zip(points, got):
         if math.isnan(value) or math.isnan(mine):
             continue
-        worst = max(worst, abs(mine - value) / max(abs(value), floor, 1e-30))
+        beyond = max(abs(mine - value) - absolute, 0.0)
+        worst = max(worst, beyond / max(abs(value), floor, 1e-30))
     return worst, floor
 
 
@@ -120,14 +136,16 @@ def tolerance(record_path, iterations):
     expected = record["reference"][record["compare_to"]]
     update_steps = [step for tag, points in expected.items() if tag.startswith("losses/") for step, _ in points]
     horizon = sorted(set(update_steps))[iterations - 1]
+    left_out = record.get("portable", {}).get("left_out")  # tags kept out of the comparison, with the reason
     tags = {}
     lines = []
     for tag, points in expected.items():
         n = len([1 for step, _ in points if step <= horizon])
-        if n == 0:
+        if n == 0 or left_out and tag in left_out["tags"]:
             continue
         held = {label: m["numbers"][tag] for label, m in record["machines"].items() if tag in m["numbers"]}
-        spreads = {label: spread(points, numbers, n) for label, numbers in held.items()}
+        absolute = NEAR_ZERO_ATOL.get(tag, 0.0)  # for these tags the rtol covers what the absolute floor does not
+        spreads = {label: spread(points, numbers, n, absolute) for label, numbers in held.items()}
         if any(found is None for found in spreads.values()):
             raise SystemExit(f"{path.name} {tag}: a machine parts from the reference's steps within {iterations}")
         worst = max(found[0] for found in spreads.values())
@@ -136,23 +154,23 @@ def tolerance(record_path, iterations):
             rtol = 0.0 if worst == 0 else MARGIN * worst
         else:
             rtol = max(MARGIN * worst, RTOL_FLOOR)
-        atol = rtol * floor
-        if tag == "losses/clipfrac":  # a fraction of the samples: at least one sample in a hundred may flip
-            atol = max(atol, CLIPFRAC_ATOL)
+        atol = absolute + rtol * floor
         tags[tag] = {"rtol": float(f"{rtol:.2g}"), "atol": float(f"{atol:.2g}")}
         lines.append(f"{tag} {worst:.2g}")
     span = f"{iterations} iteration{'s' if iterations > 1 else ''}"
-    record["portable"] = {
-        "iterations": iterations,
-        "tolerance": tags,
-        "note": (
-            f"First {span} (steps up to {horizon}) and the episodes that ended by then. Largest spread against the "
-            f"reference's numbers over the {len(record['machines'])} machine settings held, per tag, relative to "
-            "max(|value|, 1% of the tag's largest |value|): " + ", ".join(lines) + f". Tolerance: {MARGIN} times "
-            f"that (rtol; atol = rtol x that 1% floor), at least {RTOL_FLOOR} for a loss; clip fraction within "
-            f"{CLIPFRAC_ATOL} at least; learning rate and episode lengths exact."
-        ),
-    }
+    floors = ", ".join(f"{tag.removeprefix('losses/')} {atol:g}" for tag, atol in NEAR_ZERO_ATOL.items() if tag in tags)
+    note = (
+        f"First {span} (steps up to {horizon}) and the episodes that ended by then. Largest spread against the "
+        f"reference's numbers over the {len(record['machines'])} machine settings held, per tag, relative to "
+        "max(|value|, 1% of the tag's largest |value|): " + ", ".join(lines) + f". Tolerance: {MARGIN} times "
+        f"that (rtol; atol = rtol x that 1% floor), at least {RTOL_FLOOR} for a loss. The tags that sit near zero "
+        f"have an absolute floor ({floors}): their spread is what lies beyond it, and their atol is the floor plus "
+        "rtol x the 1% floor. Learning rate and episode lengths exact."
+    )
+    record["portable"] = {"iterations": iterations, "tolerance": tags, "note": note}
+    if left_out:
+        record["portable"]["left_out"] = left_out
+        record["portable"]["note"] += f" Left out: {', '.join(left_out['tags'])}. {left_out['why']}"
     path.write_text(dump(record))
 
 

@@ -1,31 +1,50 @@
-"""cleanrl/ppo_atari_envpool_xla_jax.py and ppo_atari_envpool_xla_jax_scan.py: their jitted pieces, against each
-other, against GAE as a plain loop, and against the PyTorch EnvPool wrapper's scripted games. What every script
-does the same way is in test_scripts.py."""
+"""cleanrl/ppo_atari_envpool_xla_jax.py and ppo_atari_envpool_xla_jax_scan.py: the reference's pieces of each (the
+closures its program defines: compute_gae, update_ppo and its loss, step_env_wrappeed, linear_schedule), taken
+from a tiny run of the script in this process, against GAE as a plain loop, the PPO loss written out in NumPy,
+each other, and the PyTorch EnvPool wrapper's scripted games. What every script does the same way is in
+test_scripts.py; the numbers of a whole run against the reference's are in test_conformance.py."""
 
-from functools import partial
+import runpy
+import sys
 
 import flax
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
-from helpers import load_script
+from helpers import SCRIPTS, load_script
 from test_ppo_atari_envpool import SCRIPTED_GAMES, SCRIPTED_STEPS
 
-xla_jax = load_script("ppo_atari_envpool_xla_jax")
-xla_jax_scan = load_script("ppo_atari_envpool_xla_jax_scan")
-VARIANTS = [xla_jax, xla_jax_scan]
-LOSS_SETTINGS = dict(clip_coef=0.1, clip_vloss=True, ent_coef=0.01, vf_coef=0.5, norm_adv=True)
+NAMES = ["ppo_atari_envpool_xla_jax", "ppo_atari_envpool_xla_jax_scan"]
+# two iterations of 2 epochs of 2 minibatches of 8 samples, with the clipped value loss (the default, unclipped,
+# is the reference's, which the conformance records check)
+TINY = ["--num-envs", "2", "--num-steps", "8", "--total-timesteps", "32", "--num-minibatches", "2"]
+TINY += ["--update-epochs", "2", "--clip-vloss"]
 
 
-@pytest.mark.parametrize("module", VARIANTS, ids=lambda m: m.__name__)
-def test_only_flags_that_take_effect_are_offered(module):
-    fields = module.Args.__dataclass_fields__
-    assert not {"cuda", "torch_deterministic", "capture_video"} & set(fields)
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """{name: the globals of the script's program after a tiny run}: its closures, its args and its last state."""
+    threefry = jax.config.jax_threefry_partitionable
+    programs = {}
+    for name in NAMES:
+        cwd = tmp_path_factory.mktemp(name)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(cwd)
+            patch.setattr(sys, "argv", [str(SCRIPTS / f"{name}.py"), *TINY])
+            programs[name] = runpy.run_path(str(SCRIPTS / f"{name}.py"), run_name="__main__")
+    yield programs
+    jax.config.update("jax_threefry_partitionable", threefry)  # the scripts set it for their run
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_only_flags_that_take_effect_are_offered(name):
+    fields = load_script(name).Args.__dataclass_fields__
+    # no device or video settings (JAX picks its device, EnvPool's XLA step gives no frames), no early stop or
+    # reset-step mask (the jitted update can do neither), and the clipped value loss off, as the reference computes
+    assert not {"cuda", "torch_deterministic", "capture_video", "target_kl", "exclude_reset_steps"} & set(fields)
     assert fields["clip_vloss"].default is False
 
 
@@ -38,9 +57,11 @@ def plain_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
         lastgaelam = 0.0
         for t in reversed(range(num_steps)):
             if t == num_steps - 1:
-                following_done, following_value = next_done[env], next_value[env]
+                following_done = next_done[env]
+                following_value = next_value[env]
             else:
-                following_done, following_value = dones[t + 1, env], values[t + 1, env]
+                following_done = dones[t + 1, env]
+                following_value = values[t + 1, env]
             delta = rewards[t, env] + gamma * following_value * (1 - following_done) - values[t, env]
             lastgaelam = delta + gamma * gae_lambda * (1 - following_done) * lastgaelam
             advantages[t, env] = lastgaelam
@@ -59,31 +80,186 @@ def test_plain_gae_by_hand_across_an_episode_boundary():
     np.testing.assert_allclose(advantages[:, 0], [a0, a1, a2])
 
 
-@pytest.mark.parametrize("module", VARIANTS, ids=lambda m: m.__name__)
-def test_gae_equals_a_plain_loop(module):
-    rng = np.random.default_rng(0)
-    rewards, values = rng.normal(size=(2, 9, 3)).astype(np.float32)
-    dones = (rng.random((9, 3)) < 0.25).astype(np.float32)
-    next_value = rng.normal(size=3).astype(np.float32)
-    next_done = np.array([0.0, 1.0, 0.0], np.float32)
-    expected = plain_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
-    advantages, returns = module.compute_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
-    np.testing.assert_allclose(advantages, expected[0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(returns, expected[1], rtol=1e-5, atol=1e-6)
+def random_storage(program, seed=0):
+    """The program's last storage with random rewards, values, dones, log-probabilities, advantages and returns."""
+    rng = np.random.default_rng(seed)
+    storage = program["storage"]
+    shape = storage.rewards.shape
+    return storage.replace(
+        rewards=rng.normal(size=shape).astype(np.float32),
+        values=rng.normal(size=shape).astype(np.float32),
+        dones=(rng.random(shape) < 0.25).astype(np.float32),
+        logprobs=rng.normal(-1.4, 0.3, size=shape).astype(np.float32),
+        advantages=rng.normal(size=shape).astype(np.float32),
+        returns=rng.normal(size=shape).astype(np.float32),
+    )
 
 
-@pytest.mark.parametrize("module", VARIANTS, ids=lambda m: m.__name__)
-def test_fixed_shape_episode_statistics_count_the_games_of_the_pytorch_wrapper(module):
+@pytest.mark.parametrize("name", NAMES)
+def test_compute_gae_equals_a_plain_loop(programs, name):
+    program = programs[name]
+    args = program["args"]
+    storage = random_storage(program)
+    next_obs = program["next_obs"]
+    next_done = np.array([0.0, 1.0], np.float32)
+    gae = program["compute_gae"](program["agent_state"], next_obs, next_done, storage)
+    params = program["agent_state"].params
+    hidden = program["network"].apply(params.network_params, next_obs)
+    next_value = np.asarray(program["critic"].apply(params.critic_params, hidden)).squeeze()
+    rewards, values, dones = (np.asarray(x) for x in (storage.rewards, storage.values, storage.dones))
+    expected = plain_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+    np.testing.assert_allclose(gae.advantages, expected[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gae.returns, expected[1], rtol=1e-5, atol=1e-5)
+
+
+def last_minibatch(key, args):
+    """The samples of update_ppo's last minibatch: each epoch splits the key and permutes the batch with it."""
+    for _ in range(args.update_epochs):
+        key, subkey = jax.random.split(key)
+    permutation = np.asarray(jax.random.permutation(subkey, args.batch_size, independent=True))
+    return permutation[-args.minibatch_size :]
+
+
+def numpy_ppo_loss(program, storage, inds):
+    """The clipped PPO loss with the clipped value loss, written out in NumPy from the network's outputs."""
+    args = program["args"]
+    params = program["agent_state"].params
+    obs = np.asarray(storage.obs).reshape((-1,) + storage.obs.shape[2:])[inds]
+    actions = np.asarray(storage.actions).reshape(-1)[inds]
+    logprobs, advantages, returns, values = (
+        np.asarray(x, np.float64).reshape(-1)[inds]
+        for x in (storage.logprobs, storage.advantages, storage.returns, storage.values)
+    )
+    logits = np.asarray(
+        program["actor"].apply(params.actor_params, program["network"].apply(params.network_params, obs))
+    )
+    logits = logits.astype(np.float64)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    newlogprob = log_p[np.arange(len(actions)), actions]
+    entropy = -(np.exp(log_p) * log_p).sum(-1)
+    hidden = program["network"].apply(params.network_params, obs)
+    newvalue = np.asarray(program["critic"].apply(params.critic_params, hidden), np.float64)[:, 0]
+    logratio = newlogprob - logprobs
+    ratio = np.exp(logratio)
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = np.maximum(-advantages * ratio, -advantages * np.clip(ratio, 1 - args.clip_coef, 1 + args.clip_coef))
+    v_clipped = values + np.clip(newvalue - values, -args.clip_coef, args.clip_coef)
+    v_loss = 0.5 * np.maximum((newvalue - returns) ** 2, (v_clipped - returns) ** 2).mean()
+    entropy_loss = entropy.mean()
+    loss = pg_loss.mean() - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+    approx_kl = ((ratio - 1) - logratio).mean()
+    clipfrac = (np.abs(ratio - 1.0) > args.clip_coef).mean()
+    return dict(
+        loss=loss,
+        pg_loss=pg_loss.mean(),
+        v_loss=v_loss,
+        entropy_loss=entropy_loss,
+        approx_kl=approx_kl,
+        old_approx_kl=(-logratio).mean(),
+        clipfrac=clipfrac,
+    )
+
+
+def update(program, agent_state, storage, key):
+    """update_ppo's new state and its losses by name (the scan variant's: those of the last minibatch)."""
+    agent_state, loss, pg_loss, v_loss, entropy_loss, approx_kl, key, old_approx_kl, clipfrac = program["update_ppo"](
+        agent_state, storage, key
+    )
+    losses = dict(
+        loss=loss,
+        pg_loss=pg_loss,
+        v_loss=v_loss,
+        entropy_loss=entropy_loss,
+        approx_kl=approx_kl,
+        old_approx_kl=old_approx_kl,
+        clipfrac=clipfrac,
+    )
+    return agent_state, {name: np.asarray(value).reshape(-1)[-1] for name, value in losses.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_update_ppo_minimises_the_ppo_loss(programs, name):
+    """With a learning rate of 0 the parameters stay, so the losses update_ppo returns, those of its last
+    minibatch, are the PPO loss of the run's agent on those samples, as written out in NumPy."""
+    program = programs[name]
+    storage = random_storage(program, seed=1)
+    frozen = TrainState.create(apply_fn=None, params=program["agent_state"].params, tx=optax.sgd(0.0))
+    key = jax.random.PRNGKey(5)
+    _, losses = update(program, frozen, storage, key)
+    expected = numpy_ppo_loss(program, storage, last_minibatch(key, program["args"]))
+    assert 0 < expected["clipfrac"] < 1, "the samples should clip some ratios and not others"
+    for loss_name, value in expected.items():
+        np.testing.assert_allclose(losses[loss_name], value, rtol=2e-4, atol=1e-6, err_msg=loss_name)
+
+
+def test_the_scanned_update_equals_the_loops(programs):
+    """The scan variant's lesson: the same update as jax.lax.scan over epochs and minibatches, to float rounding."""
+    xla_jax, scan = (programs[name] for name in NAMES)
+    storage = random_storage(xla_jax, seed=2)
+    key = jax.random.PRNGKey(7)
+    # the run's optimizer has annealed its rate to 0 by now: a fresh Adam, as the scripts chain it
+    tx = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(2.5e-4, eps=1e-5))
+    agent_state = TrainState.create(apply_fn=None, params=xla_jax["agent_state"].params, tx=tx)
+    looped = update(xla_jax, agent_state, storage, key)
+    scanned = update(scan, agent_state, storage, key)
+    moved = [np.abs(new - old).max() for new, old in zip(*map(jax.tree.leaves, (looped[0].params, agent_state.params)))]
+    assert min(moved) > 1e-6, "every parameter should move"
+    for got, expected in zip(jax.tree.leaves(scanned[0].params), jax.tree.leaves(looped[0].params)):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+    for loss_name, value in looped[1].items():
+        np.testing.assert_allclose(scanned[1][loss_name], value, rtol=1e-4, atol=1e-6, err_msg=loss_name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_learning_rate_anneals_once_per_iteration(programs, name):
+    """linear_schedule: the rate of the first iteration for all its gradient steps, then one step down each."""
+    program = programs[name]
+    args = program["args"]
+    steps = args.num_minibatches * args.update_epochs
+    schedule = program["linear_schedule"]
+    assert args.num_iterations == 2
+    assert [float(schedule(count)) for count in (0, steps - 1, steps, 2 * steps - 1)] == pytest.approx(
+        [2.5e-4, 2.5e-4, 1.25e-4, 1.25e-4]
+    )
+    # the run's optimizer used it: after two iterations its rate is the second's
+    assert float(program["agent_state"].opt_state[1].hyperparams["learning_rate"]) == pytest.approx(1.25e-4)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_episode_statistics_count_the_games_of_the_pytorch_wrapper(programs, name):
     """The scripted steps of the PyTorch wrapper's test (lives, reset steps, a game over and a truncation), through
-    the jitted step of the fixed-shape statistics: the same games end, with the same returns and lengths."""
-    stats = module.no_episodes(2)
-    step = jax.jit(lambda stats, infos, truncations: stats.step(infos, truncations))
-    games = []
-    for rewards, _, games_over, truncations in SCRIPTED_STEPS:
-        infos = {"reward": jnp.array(rewards, jnp.float32), "terminated": jnp.array(games_over, jnp.int32)}
-        stats, infos = step(stats, infos, jnp.array(truncations))
-        games.append(module.finished_episodes(infos))
-    assert games == SCRIPTED_GAMES
+    the program's step_env_wrappeed in place of EnvPool's step, then finished_episodes: the same games end, at the
+    same steps, with the same returns and lengths."""
+    program = programs[name]
+    wrapped = program["step_env_wrappeed"]
+    scripted = iter(SCRIPTED_STEPS)
+
+    def step_env(handle, action):
+        rewards, terminations, games_over, truncations = next(scripted)
+        info = {"reward": jnp.array(rewards, jnp.float32), "terminated": jnp.array(games_over, jnp.int32)}
+        return handle, (None, jnp.array(rewards), jnp.array(terminations), jnp.array(truncations), info)
+
+    original = wrapped.__globals__["step_env"]
+    wrapped.__globals__["step_env"] = step_env
+    try:
+        stats = program["EpisodeStatistics"](
+            episode_returns=jnp.zeros(2, dtype=jnp.float32),
+            episode_lengths=jnp.zeros(2, dtype=jnp.int32),
+            returned_episode_returns=jnp.zeros(2, dtype=jnp.float32),
+            returned_episode_lengths=jnp.zeros(2, dtype=jnp.int32),
+        )
+        episodes = []
+        for _ in SCRIPTED_STEPS:
+            stats, _, _ = wrapped(stats, None, None)
+            episodes.append(stats)
+    finally:
+        wrapped.__globals__["step_env"] = original
+    stacked = jax.tree.map(lambda *steps: np.stack(steps), *episodes)
+    global_step = 2 * len(SCRIPTED_STEPS)
+    expected = [(2 * (step + 1), *game) for step, games in enumerate(SCRIPTED_GAMES) for game in games]
+    assert [(int(s), r, length) for s, r, length in load_script(name).finished_episodes(stacked, global_step)] == (
+        expected
+    )
     assert stats.episode_returns.tolist() == [2.0, 0.0]
     assert stats.episode_lengths.tolist() == [2, 1]
     # the fixed-shape summary: each environment's last finished game
@@ -91,129 +267,12 @@ def test_fixed_shape_episode_statistics_count_the_games_of_the_pytorch_wrapper(m
     assert stats.returned_episode_lengths.tolist() == [4, 2]
 
 
-@pytest.mark.parametrize(("features", "size", "stride", "width"), [(32, 8, 4, 84), (64, 4, 2, 20), (64, 3, 1, 9)])
-def test_scan_variants_convolution_equals_flax_conv(features, size, stride, width):
-    x = jax.random.normal(jax.random.PRNGKey(0), (2, width, width, 5))
-    settings = dict(kernel_size=(size, size), strides=(stride, stride), padding="VALID")
-    initialisation = dict(kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))
-    flax_conv = nn.Conv(features, **settings, **initialisation)
-    params = jax.jit(flax_conv.init)(jax.random.PRNGKey(1), x)
-    ours = xla_jax_scan.Conv(features, **settings, **initialisation)
-    assert jax.tree.map(jnp.shape, jax.eval_shape(ours.init, jax.random.PRNGKey(1), x)) == jax.tree.map(
-        jnp.shape, params
-    )
-    np.testing.assert_allclose(
-        jax.jit(ours.apply)(params, x), jax.jit(flax_conv.apply)(params, x), rtol=1e-4, atol=1e-4
-    )
-
-
-def init_params(module, obs, key=jax.random.PRNGKey(1)):
-    network_key, actor_key, critic_key = jax.random.split(key, 3)
-    return module.Agent(4).init(network_key, actor_key, critic_key, obs)
-
-
-def test_both_variants_build_the_same_agent_and_load_each_others_models(tmp_path):
-    """The same parameter tree and the same outputs; a model file written as the scripts write it (the arguments
-    and the parameters) plays whole games in either variant's evaluate."""
-    obs = jax.random.randint(jax.random.PRNGKey(0), (2, 4, 84, 84), 0, 256).astype(jnp.uint8)
-    params = init_params(xla_jax, obs)
-    assert jax.tree.map(jnp.shape, jax.eval_shape(partial(init_params, xla_jax_scan), obs)) == jax.tree.map(
-        jnp.shape, params
-    )
-    key = jax.random.PRNGKey(2)
-    outputs = (m.Agent(4).get_action_and_value(params, obs, key) for m in (xla_jax_scan, xla_jax))
-    for got, expected in zip(*outputs):
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+def test_either_variant_replays_a_model_the_other_saved(programs, tmp_path):
+    """A model file written as the scripts write it (the arguments, then the three modules' parameters) plays whole
+    games in the other variant's evaluate."""
+    params = programs[NAMES[0]]["agent_state"].params
     model = tmp_path / "model.cleanrl_model"
-    model.write_bytes(flax.serialization.to_bytes([{"env_id": "Breakout-v5"}, params]))
-    returns = xla_jax_scan.evaluate(model, "Breakout-v5", 2, seed=3)
+    trained = [params.network_params, params.actor_params, params.critic_params]
+    model.write_bytes(flax.serialization.to_bytes([{"env_id": "Breakout-v5"}, trained]))
+    returns = load_script(NAMES[1]).evaluate(model, "Breakout-v5", 2, seed=3)
     assert len(returns) == 2 and all(value >= 0 and value == int(value) for value in returns)
-
-
-# ---- the update, on small frames (the network's smallest input: 36 x 36) so that it compiles in a moment ----------
-
-
-def tiny_batch(num_samples=32):
-    """An agent state and a flattened batch (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values,
-    b_valid) of the sizes the update takes, a fifth of it EnvPool's reset steps (b_valid = 0)."""
-    rng = np.random.default_rng(1)
-    obs = rng.integers(0, 256, size=(num_samples, 4, 36, 36)).astype(np.uint8)
-    params = init_params(xla_jax, obs)
-    state = TrainState.create(
-        apply_fn=None,
-        params=params,
-        tx=optax.chain(optax.clip_by_global_norm(0.5), optax.inject_hyperparams(optax.adam)(learning_rate=0.01)),
-    )
-    actions = rng.integers(0, 4, size=num_samples).astype(np.int32)
-    logprobs = rng.normal(-1.4, 0.1, size=num_samples).astype(np.float32)
-    advantages, returns, values = rng.normal(size=(3, num_samples)).astype(np.float32)
-    valid = (rng.random(num_samples) > 0.2).astype(np.float32)
-    return state, (obs, actions, logprobs, advantages, returns, values, valid)
-
-
-@pytest.fixture(scope="module")
-def update_minibatch():
-    return jax.jit(partial(xla_jax.update_minibatch, agent=xla_jax.Agent(4), **LOSS_SETTINGS))
-
-
-def assert_same_params(a, b):
-    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5), a.params, b.params)
-
-
-def test_the_scanned_epoch_equals_the_loop_over_minibatches(update_minibatch):
-    state, b = tiny_batch()
-    minibatches = np.random.default_rng(2).permutation(32).reshape(4, 8)
-    looped, looped_infos = state, []
-    for mb_inds in minibatches:
-        looped, info = update_minibatch(looped, b, mb_inds)
-        looped_infos.append(info)
-    # the same network in both (the scan variant's own convolution rounds differently), so only the scan differs
-    update_epoch = jax.jit(partial(xla_jax_scan.update_epoch, agent=xla_jax.Agent(4), **LOSS_SETTINGS))
-    scanned, scanned_infos = update_epoch(state, b, minibatches)
-    assert_same_params(looped, scanned)
-    for got, expected in zip(scanned_infos, zip(*looped_infos)):
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
-
-
-def test_the_learning_rate_set_in_the_optimizer_state_takes_effect(update_minibatch):
-    """The loop anneals the rate by writing it into the state that optax.inject_hyperparams keeps for it."""
-    state, b = tiny_batch()
-    state.opt_state[1].hyperparams["learning_rate"] = 0.0
-    new_state, _ = update_minibatch(state, b, np.arange(8))
-    assert_same_params(state, new_state)
-    assert float(new_state.opt_state[1].hyperparams["learning_rate"]) == 0.0
-    state.opt_state[1].hyperparams["learning_rate"] = 0.01
-    new_state, _ = update_minibatch(state, b, np.arange(8))
-    kernel = state.params.actor_params["params"]["Dense_0"]["kernel"]
-    assert not np.allclose(new_state.params.actor_params["params"]["Dense_0"]["kernel"], kernel)
-
-
-def test_reset_steps_take_no_part_in_the_update(update_minibatch):
-    """A sample whose b_valid is 0 (EnvPool's reset step) changes neither the step nor the logged losses."""
-    state, b = tiny_batch()
-    obs, actions, logprobs, advantages, returns, values, valid = b
-    masked = int(np.flatnonzero(valid == 0)[0])
-    changed = [x.copy() for x in b]
-    changed[2][masked], changed[3][masked], changed[4][masked] = -5.0, 100.0, -100.0
-    mb_inds = np.arange(32)
-    (new, info), (changed_new, changed_info) = (
-        update_minibatch(state, batch, mb_inds) for batch in (b, tuple(changed))
-    )
-    assert_same_params(new, changed_new)
-    for a, c in zip(info, changed_info):
-        np.testing.assert_allclose(a, c, rtol=1e-6)
-    # and a valid sample does change them
-    changed[3][int(np.flatnonzero(valid == 1)[0])] = 100.0
-    assert not np.allclose(update_minibatch(state, tuple(changed), mb_inds)[1][0], info[0])
-
-
-def test_without_exclude_reset_steps_every_sample_counts(update_minibatch):
-    """b_valid None, the default (the reference's update): the means are over all the samples, as with b_valid 1
-    everywhere, to float rounding."""
-    state, b = tiny_batch()
-    every = (*b[:-1], None)
-    ones = (*b[:-1], np.ones(32, np.float32))
-    (new, info), (ones_new, ones_info) = (update_minibatch(state, batch, np.arange(32)) for batch in (every, ones))
-    assert_same_params(new, ones_new)
-    for a, c in zip(info, ones_info):
-        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-7)

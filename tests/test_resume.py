@@ -94,7 +94,8 @@ def resume_bitwise(script, args, tmp_path, model_file, environment=None):
     (tmp_path / "stopped").mkdir()
     run_script(script, *args, cwd=tmp_path / "uninterrupted", env=environment or env())
     run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path / "stopped", environment)
-    proc = run_script(script, *args, "--checkpoint-every", "1", "--resume", run_dir, cwd=tmp_path / "stopped")
+    resumed = (*args, "--checkpoint-every", "1", "--resume", run_dir)
+    proc = run_script(script, *resumed, cwd=tmp_path / "stopped", env=environment or env())
     assert f"at iteration {iteration}," in proc.stdout
     assert only_run_dir(tmp_path / "stopped") == run_dir
     assert_same_run(only_run_dir(tmp_path / "uninterrupted"), run_dir)
@@ -252,3 +253,17 @@ def test_track_resumes_the_same_wandb_run(tmp_path):
     run_script("ppo.py", *tracked, "--resume", run_dir, cwd=tmp_path, env=env())
     offline_runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 2 and all(run.name.endswith(f"-{run_id}") for run in offline_runs)
+
+
+# ---- ppo_continuous_action.py, MuJoCo -----------------------------------------------------------------------------
+
+HOPPER = ("--env-id", "Hopper-v4", "--num-steps", "128", "--num-minibatches", "4", "--total-timesteps", "1024")
+
+
+def test_hopper_resumes_bitwise(tmp_path):
+    """MuJoCo's whole MjData, the normalisers' statistics and discounted returns, the time limit's count."""
+    run_dir = resume_bitwise(
+        "ppo_continuous_action.py", (*HOPPER, "--save-model"), tmp_path, "ppo_continuous_action.cleanrl_model"
+    )
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"]["envs"][0]["base"]["engine"] == "mujoco"

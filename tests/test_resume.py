@@ -267,3 +267,15 @@ def test_hopper_resumes_bitwise(tmp_path):
     )
     state = checkpoint.read(run_dir / checkpoint.FILE)
     assert state["envs"]["envs"][0]["base"]["engine"] == "mujoco"
+
+
+# ---- ppo_atari.py, ALE ---------------------------------------------------------------------------------------------
+
+BREAKOUT = ("--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "2048")
+
+
+def test_breakout_resumes_bitwise(tmp_path):
+    """ALE's system state with its random generator, the frame stack, the max-and-skip buffer, the lives."""
+    run_dir = resume_bitwise("ppo_atari.py", (*BREAKOUT, "--save-model"), tmp_path, "ppo_atari.cleanrl_model")
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"]["envs"][0]["base"]["engine"] == "ale"

@@ -279,3 +279,38 @@ def test_breakout_resumes_bitwise(tmp_path):
     run_dir = resume_bitwise("ppo_atari.py", (*BREAKOUT, "--save-model"), tmp_path, "ppo_atari.cleanrl_model")
     state = checkpoint.read(run_dir / checkpoint.FILE)
     assert state["envs"]["envs"][0]["base"]["engine"] == "ale"
+
+
+# ---- ppo.py, Box2D: the learner goes on exactly, the environments restart ---------------------------------------
+
+LUNAR = ("--env-id", "LunarLander-v3", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "2048")
+
+
+def test_box2d_resumes_the_learner_and_restarts_the_environments(tmp_path):
+    """pybox2d can neither pickle a world nor set its whole state: the checkpoint holds no environment state, the
+    resumed run says so in one line, restarts the environments seeded from the seed and the iteration, and goes on
+    with the learner as it was; what the stopped run logged up to its checkpoint stays, and nothing is logged twice."""
+    (tmp_path / "uninterrupted").mkdir()
+    (tmp_path / "stopped").mkdir()
+    run_script("ppo.py", *LUNAR, cwd=tmp_path / "uninterrupted", env=env())
+    run_dir, iteration = killed_after_second_checkpoint("ppo.py", LUNAR, tmp_path / "stopped")
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"] is None and state["envs_lost"] == "LunarLander-v3's state cannot be saved (LunarLander.world)"
+    proc = run_script("ppo.py", *LUNAR, "--resume", run_dir, cwd=tmp_path / "stopped", env=env())
+    seed = 1 + 2 * iteration
+    notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
+    assert notice == [
+        f"ppo.py: LunarLander-v3's state cannot be saved (LunarLander.world): the environments restart (seeded with "
+        f"--seed and the iteration, {seed}); the learner goes on exactly"
+    ]
+    first, second = read_scalars(only_run_dir(tmp_path / "uninterrupted")), read_scalars(run_dir)
+    assert set(first) == set(second)
+    stopped_at = iteration * 256
+    for tag in first:
+        if tag != "charts/SPS":
+            assert [p for p in first[tag] if p[0] <= stopped_at] == [p for p in second[tag] if p[0] <= stopped_at]
+        steps = [step for step, _ in second[tag]]
+        assert steps == sorted(steps)
+    for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # one point per iteration
+        assert [step for step, _ in second[tag]] == [256 * (i + 1) for i in range(8)]
+    assert second["charts/learning_rate"] == first["charts/learning_rate"]

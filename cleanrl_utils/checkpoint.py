@@ -22,7 +22,8 @@ It holds:
   Python: ALE's full system state with its random generator (`cloneState(include_rng=True)`), MuJoCo's whole `MjData`
   (`mj_copyData` back into the fresh one: also the derived quantities some tasks read before stepping, which
   `mjSTATE_INTEGRATION` alone would leave stale).
-What a fresh build recreates identically is not stored: functions (wrappers' transforms), specs, models, renderers.
+What a fresh build recreates identically is not stored: functions (wrappers' transforms), specs, spaces, models and
+renderers.
 
 Where a sub-environment holds state that cannot be captured (a Box2D world: pybox2d can neither pickle its bodies nor
 set a world's full state, contact caches included), the checkpoint holds no environment state: on resume the learner
@@ -286,6 +287,9 @@ def engine(env):
     return None
 
 
+# other environments (the next wrapper, the sub-environments) and spaces (their bounds are static, and the scripts
+# never sample them, so their generators are not drawn from): a fresh build recreates them
+STRUCTURE = (gym.Env, gym.vector.VectorEnv, gym.spaces.Space)
 ENGINE_ATTRIBUTES = {"ale": {"ale"}, "mujoco": {"model", "data", "mujoco_renderer"}, None: set()}
 
 
@@ -293,7 +297,7 @@ def attributes(obj, skip=frozenset()):
     """The state an object keeps in its own attributes, and the names of those that cannot be stored."""
     kept, lost = {}, []
     for name, value in vars(obj).items():
-        if name in STATIC or name in skip or callable(value) or isinstance(value, (gym.Env, gym.vector.VectorEnv)):
+        if name in STATIC or name in skip or callable(value) or isinstance(value, STRUCTURE):
             continue
         try:
             pickle.dumps(value)

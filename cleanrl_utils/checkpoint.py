@@ -197,8 +197,9 @@ class Checkpoints:
             raise BadCheckpoint(f"{where} has finished (iteration {state['iteration']} of {theirs['num_iterations']})")
         return state
 
-    def restore(self, envs, agent, optimizer, recent_returns):
-        """Puts the checkpoint into the freshly built `envs`, `agent`, `optimizer` and `recent_returns`, and the
+    def restore(self, envs, agent, optimizer, recent_returns, *carried):
+        """Puts the checkpoint into the freshly built `envs`, `agent`, `optimizer` and `recent_returns`, the tensors
+        `carried` (what else the loop carries from one iteration to the next, as an LSTM's state: in place) and the
         random generators; returns the first iteration to run, global_step, start_time, next_obs and next_done."""
         state = self.state
         device = next(agent.parameters()).device
@@ -207,6 +208,8 @@ class Checkpoints:
         recent_returns.extend(state["recent_returns"])
         next_obs = state["next_obs"].to(device)
         next_done = state["next_done"].to(device)
+        for tensor, saved in zip(tensors(carried), state["carried"], strict=True):
+            tensor.copy_(saved)
         if state["envs"] is not None:
             restore_envs(envs, state["envs"])
         else:
@@ -225,7 +228,18 @@ class Checkpoints:
         return state["iteration"] + 1, state["global_step"], self.start_time, next_obs, next_done
 
     def save(
-        self, iteration, global_step, start_time, writer, envs, agent, optimizer, recent_returns, next_obs, next_done
+        self,
+        iteration,
+        global_step,
+        start_time,
+        writer,
+        envs,
+        agent,
+        optimizer,
+        recent_returns,
+        next_obs,
+        next_done,
+        *carried,
     ):
         """Writes a checkpoint every --checkpoint-every iterations, and at the last one (which marks the run
         finished). What the writer holds goes to disk first: the checkpoint never runs ahead of the logs."""
@@ -250,11 +264,19 @@ class Checkpoints:
             "recent_returns": list(recent_returns),
             "next_obs": next_obs.cpu(),
             "next_done": next_done.cpu(),
+            "carried": [tensor.cpu() for tensor in tensors(carried)],
             "random": capture_random(),
             "envs": env_state,
             "envs_lost": lost,
         }
         write(state, self.path)
+
+
+def tensors(nested):
+    """The tensors of nested tuples and lists of them, in order."""
+    if isinstance(nested, torch.Tensor):
+        return [nested]
+    return [tensor for item in nested for tensor in tensors(item)]
 
 
 # ---- random generators ------------------------------------------------------------------------------------------

@@ -271,7 +271,7 @@ def test_hopper_resumes_bitwise(tmp_path):
 
 # ---- ppo_atari.py, ALE ---------------------------------------------------------------------------------------------
 
-BREAKOUT = ("--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "2048")
+BREAKOUT = ("--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1280")
 
 
 def test_breakout_resumes_bitwise(tmp_path):
@@ -314,3 +314,10 @@ def test_box2d_resumes_the_learner_and_restarts_the_environments(tmp_path):
     for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # one point per iteration
         assert [step for step, _ in second[tag]] == [256 * (i + 1) for i in range(8)]
     assert second["charts/learning_rate"] == first["charts/learning_rate"]
+
+
+def test_breakout_with_an_lstm_resumes_bitwise(tmp_path):
+    """The LSTM's hidden and cell states are carried from one iteration to the next: the checkpoint holds them."""
+    args = (*BREAKOUT, "--num-minibatches", "2", "--save-model")
+    run_dir = resume_bitwise("ppo_atari_lstm.py", args, tmp_path, "ppo_atari_lstm.cleanrl_model")
+    assert [tuple(t.shape) for t in checkpoint.read(run_dir / checkpoint.FILE)["carried"]] == [(1, 2, 128)] * 2

@@ -247,7 +247,7 @@ class Checkpoints:
         if not (every and iteration % every == 0 or iteration == self.args.num_iterations):
             return
         writer.flush()
-        env_state, lost = capture_envs(envs)
+        env_state, lost = capture_envs(envs, self.args.env_id)
         wandb = sys.modules.get("wandb")
         if wandb is not None and getattr(wandb, "run", None) is not None:
             self.wandb_id = wandb.run.id
@@ -299,20 +299,25 @@ def restore_random(saved):
 
 
 def engine(env):
-    """The emulator or physics engine whose state lives outside Python: ("ale", ...), ("mujoco", ...) or None."""
+    """The emulator, physics engine or game whose state lives outside Python, "ale", "mujoco" or "procgen", or None."""
     ale_py = sys.modules.get("ale_py")
     if ale_py is not None and isinstance(getattr(env, "ale", None), ale_py.ALEInterface):
         return "ale"
     mujoco = sys.modules.get("mujoco")
     if mujoco is not None and isinstance(getattr(env, "data", None), mujoco.MjData):
         return "mujoco"
+    procgen = sys.modules.get("procgen")
+    if procgen is not None and isinstance(getattr(getattr(env, "venv", None), "env", None), procgen.ProcgenGym3Env):
+        return "procgen"
     return None
 
 
 # other environments (the next wrapper, the sub-environments) and spaces (their bounds are static, and the scripts
 # never sample them, so their generators are not drawn from): a fresh build recreates them
 STRUCTURE = (gym.Env, gym.vector.VectorEnv, gym.spaces.Space)
-ENGINE_ATTRIBUTES = {"ale": {"ale"}, "mujoco": {"model", "data", "mujoco_renderer"}, None: set()}
+# what holds the engine: captured through the engine's own calls, or static
+ENGINE_ATTRIBUTES = {"ale": {"ale"}, "mujoco": {"model", "data", "mujoco_renderer"}, "procgen": {"venv"}, None: set()}
+WRAPPERS = (gym.Wrapper, gym.vector.VectorWrapper)
 
 
 def attributes(obj, skip=frozenset()):
@@ -330,50 +335,57 @@ def attributes(obj, skip=frozenset()):
     return kept, lost
 
 
-def capture_envs(envs):
-    """(the state of a SyncVectorEnv and of every wrapper of every sub-environment, None) or, where some of it cannot
-    be stored, (None, why)."""
-    if not isinstance(envs, gym.vector.SyncVectorEnv):
-        return None, f"the state of a {type(envs).__name__} cannot be saved"
-    vector, lost = attributes(envs)
-    sub_envs = []
-    for env in envs.envs:
-        layers = []
-        layer = env
-        while isinstance(layer, gym.Wrapper):
-            kept, layer_lost = attributes(layer)
-            layers.append({"class": type(layer).__qualname__, "attributes": kept})
-            lost += layer_lost
-            layer = layer.env
-        kind = engine(layer)
-        kept, layer_lost = attributes(layer, ENGINE_ATTRIBUTES[kind])
+def capture_stack(env, lost):
+    """The state of an environment: every wrapper's attributes down to the base environment, the base's own and its
+    engine's state, and for a SyncVectorEnv that of each sub-environment. What cannot be stored goes to `lost`."""
+    layers = []
+    while isinstance(env, WRAPPERS):
+        kept, layer_lost = attributes(env)
+        layers.append({"class": type(env).__qualname__, "attributes": kept})
         lost += layer_lost
-        base = {"class": type(layer).__qualname__, "attributes": kept, "engine": kind}
-        if kind == "ale":
-            base["engine_state"] = layer.ale.cloneState(include_rng=True)
-        elif kind == "mujoco":
-            base["engine_state"] = zlib.compress(pickle.dumps(layer.data), 1)  # the arena is mostly zeros
-        sub_envs.append({"layers": layers, "base": base})
+        env = env.env
+    kind = engine(env)
+    kept, base_lost = attributes(env, ENGINE_ATTRIBUTES[kind])
+    lost += base_lost
+    base = {"class": type(env).__qualname__, "attributes": kept, "engine": kind}
+    if kind == "ale":
+        base["engine_state"] = env.ale.cloneState(include_rng=True)
+    elif kind == "mujoco":
+        base["engine_state"] = zlib.compress(pickle.dumps(env.data), 1)  # the arena is mostly zeros
+    elif kind == "procgen":
+        base["engine_state"] = env.venv.env.get_state()  # each game's whole state, its random generators included
+    elif isinstance(env, gym.vector.SyncVectorEnv):
+        base["envs"] = [capture_stack(sub_env, lost) for sub_env in env.envs]
+    elif not isinstance(env, gym.Env):  # another vector env keeps its environments elsewhere (processes, C++)
+        lost.append(f"{type(env).__name__}'s environments")
+    return {"layers": layers, "base": base}
+
+
+def capture_envs(envs, env_id):
+    """(the state of `envs`, None) or, where some of it cannot be stored, (None, why)."""
+    lost = []
+    state = capture_stack(envs, lost)
     if lost:
-        spec = envs.envs[0].spec
-        return None, f"{spec.id if spec else 'the environment'}'s state cannot be saved ({lost[0]})"
-    return {"vector": vector, "envs": sub_envs}, None
+        return None, f"{env_id}'s state cannot be saved ({lost[0]})"
+    return state, None
 
 
-def restore_envs(envs, saved):
-    vars(envs).update(saved["vector"])
-    for env, sub_env in zip(envs.envs, saved["envs"], strict=True):
-        layer = env
-        for layer_state in sub_env["layers"]:
-            assert type(layer).__qualname__ == layer_state["class"], (type(layer).__qualname__, layer_state["class"])
-            vars(layer).update(layer_state["attributes"])
-            layer = layer.env
-        base = sub_env["base"]
-        assert type(layer).__qualname__ == base["class"], (type(layer).__qualname__, base["class"])
-        vars(layer).update(base["attributes"])
-        if base["engine"] == "ale":
-            layer.ale.restoreState(base["engine_state"])
-        elif base["engine"] == "mujoco":
-            import mujoco
+def restore_envs(env, saved):
+    """Puts the state `capture_stack` took into the freshly built `env`, which must be built the same way."""
+    for layer in saved["layers"]:
+        assert type(env).__qualname__ == layer["class"], (type(env).__qualname__, layer["class"])
+        vars(env).update(layer["attributes"])
+        env = env.env
+    base = saved["base"]
+    assert type(env).__qualname__ == base["class"], (type(env).__qualname__, base["class"])
+    vars(env).update(base["attributes"])
+    if base["engine"] == "ale":
+        env.ale.restoreState(base["engine_state"])
+    elif base["engine"] == "mujoco":
+        import mujoco
 
-            mujoco.mj_copyData(layer.data, layer.model, pickle.loads(zlib.decompress(base["engine_state"])))
+        mujoco.mj_copyData(env.data, env.model, pickle.loads(zlib.decompress(base["engine_state"])))
+    elif base["engine"] == "procgen":
+        env.venv.env.set_state(base["engine_state"])
+    for sub_env, sub_state in zip(getattr(env, "envs", []), base.get("envs", []), strict=True):
+        restore_envs(sub_env, sub_state)

@@ -74,10 +74,16 @@ def assert_same_run(uninterrupted, resumed):
 
 
 def tensors(tree, prefix=""):
-    """The tensors of a saved model (a state dict, or a dict of them), by dotted name."""
+    """The tensors of a saved model or state dict (nested dicts and lists of them), by dotted name."""
     if isinstance(tree, torch.Tensor):
         return {prefix: tree}
-    return {name: t for key, value in tree.items() for name, t in tensors(value, f"{prefix}.{key}").items()}
+    if isinstance(tree, dict):
+        items = tree.items()
+    elif isinstance(tree, (list, tuple)):
+        items = enumerate(tree)
+    else:
+        return {}
+    return {name: t for key, value in items for name, t in tensors(value, f"{prefix}.{key}").items()}
 
 
 def assert_same_model(uninterrupted, resumed, file):
@@ -88,19 +94,30 @@ def assert_same_model(uninterrupted, resumed, file):
         assert torch.equal(first[name], second[name]), name
 
 
-def resume_bitwise(script, args, tmp_path, model_file, environment=None):
-    """The whole check for one script: uninterrupted run, killed run, resumed run; returns the killed run's folder."""
+def resume_bitwise(script, args, tmp_path, model_file=None):
+    """The whole check for one script: uninterrupted run, killed run, resumed run; returns the killed run's folder.
+    With `model_file`, the runs save their model (and evaluate it); without, the uninterrupted run writes only the
+    checkpoint of its last iteration, and the learner's tensors (the agent's and the optimizer's) are compared there."""
     (tmp_path / "uninterrupted").mkdir()
     (tmp_path / "stopped").mkdir()
-    run_script(script, *args, cwd=tmp_path / "uninterrupted", env=environment or env())
-    run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path / "stopped", environment)
+    baseline = (*args, "--save-model") if model_file else (*args, "--checkpoint-every", "1000000")
+    run_script(script, *baseline, cwd=tmp_path / "uninterrupted", env=env())
+    args = (*args, "--save-model") if model_file else args
+    run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path / "stopped")
     resumed = (*args, "--checkpoint-every", "1", "--resume", run_dir)
-    proc = run_script(script, *resumed, cwd=tmp_path / "stopped", env=environment or env())
+    proc = run_script(script, *resumed, cwd=tmp_path / "stopped", env=env())
     assert f"at iteration {iteration}," in proc.stdout
     assert only_run_dir(tmp_path / "stopped") == run_dir
-    assert_same_run(only_run_dir(tmp_path / "uninterrupted"), run_dir)
+    uninterrupted = only_run_dir(tmp_path / "uninterrupted")
+    assert_same_run(uninterrupted, run_dir)
     if model_file:
-        assert_same_model(only_run_dir(tmp_path / "uninterrupted"), run_dir, model_file)
+        assert_same_model(uninterrupted, run_dir, model_file)
+    else:
+        first, second = (checkpoint.read(folder / checkpoint.FILE) for folder in (uninterrupted, run_dir))
+        assert first["iteration"] == second["iteration"] == first["args"]["num_iterations"]
+        for part in ("agent", "optimizer"):
+            ours, theirs = tensors(first[part]), tensors(second[part])
+            assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), part
     assert sorted(p.name for p in run_dir.glob("checkpoint*")) == [checkpoint.FILE]
     return run_dir
 
@@ -262,11 +279,9 @@ HOPPER = ("--env-id", "Hopper-v4", "--num-steps", "128", "--num-minibatches", "4
 
 def test_hopper_resumes_bitwise(tmp_path):
     """MuJoCo's whole MjData, the normalisers' statistics and discounted returns, the time limit's count."""
-    run_dir = resume_bitwise(
-        "ppo_continuous_action.py", (*HOPPER, "--save-model"), tmp_path, "ppo_continuous_action.cleanrl_model"
-    )
+    run_dir = resume_bitwise("ppo_continuous_action.py", HOPPER, tmp_path, "ppo_continuous_action.cleanrl_model")
     state = checkpoint.read(run_dir / checkpoint.FILE)
-    assert state["envs"]["envs"][0]["base"]["engine"] == "mujoco"
+    assert state["envs"]["base"]["envs"][0]["base"]["engine"] == "mujoco"
 
 
 # ---- ppo_atari.py, ALE ---------------------------------------------------------------------------------------------
@@ -276,9 +291,9 @@ BREAKOUT = ("--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-step
 
 def test_breakout_resumes_bitwise(tmp_path):
     """ALE's system state with its random generator, the frame stack, the max-and-skip buffer, the lives."""
-    run_dir = resume_bitwise("ppo_atari.py", (*BREAKOUT, "--save-model"), tmp_path, "ppo_atari.cleanrl_model")
+    run_dir = resume_bitwise("ppo_atari.py", BREAKOUT, tmp_path, "ppo_atari.cleanrl_model")
     state = checkpoint.read(run_dir / checkpoint.FILE)
-    assert state["envs"]["envs"][0]["base"]["engine"] == "ale"
+    assert state["envs"]["base"]["envs"][0]["base"]["engine"] == "ale"
 
 
 # ---- ppo.py, Box2D: the learner goes on exactly, the environments restart ---------------------------------------
@@ -318,6 +333,17 @@ def test_box2d_resumes_the_learner_and_restarts_the_environments(tmp_path):
 
 def test_breakout_with_an_lstm_resumes_bitwise(tmp_path):
     """The LSTM's hidden and cell states are carried from one iteration to the next: the checkpoint holds them."""
-    args = (*BREAKOUT, "--num-minibatches", "2", "--save-model")
-    run_dir = resume_bitwise("ppo_atari_lstm.py", args, tmp_path, "ppo_atari_lstm.cleanrl_model")
+    run_dir = resume_bitwise("ppo_atari_lstm.py", (*BREAKOUT, "--num-minibatches", "2"), tmp_path)
     assert [tuple(t.shape) for t in checkpoint.read(run_dir / checkpoint.FILE)["carried"]] == [(1, 2, 128)] * 2
+
+
+# ---- ppo_procgen.py: procgen's own get_state and set_state ---------------------------------------------------------
+
+STARPILOT = ("--env-id", "starpilot", "--num-envs", "4", "--num-steps", "64", "--total-timesteps", "1024")
+
+
+def test_procgen_resumes_bitwise(tmp_path):
+    """Each game's whole state (procgen's get_state, its level generator included), the vector wrappers' statistics
+    and the reward scaler's running return."""
+    run_dir = resume_bitwise("ppo_procgen.py", STARPILOT, tmp_path)
+    assert checkpoint.read(run_dir / checkpoint.FILE)["envs"]["base"]["engine"] == "procgen"

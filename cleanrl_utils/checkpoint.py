@@ -356,8 +356,8 @@ def capture_stack(env, lost):
         base["engine_state"] = env.venv.env.get_state()  # each game's whole state, its random generators included
     elif isinstance(env, gym.vector.SyncVectorEnv):
         base["envs"] = [capture_stack(sub_env, lost) for sub_env in env.envs]
-    elif not isinstance(env, gym.Env):  # another vector env keeps its environments elsewhere (processes, C++)
-        lost.append(f"{type(env).__name__}'s environments")
+    elif isinstance(env, gym.vector.VectorEnv) or not isinstance(env, gym.Env):
+        lost.append(f"{type(env).__name__}'s environments")  # another vector env keeps them elsewhere: C++, processes
     return {"layers": layers, "base": base}
 
 

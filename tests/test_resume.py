@@ -296,45 +296,50 @@ def test_breakout_resumes_bitwise(tmp_path):
     assert state["envs"]["base"]["envs"][0]["base"]["engine"] == "ale"
 
 
-# ---- ppo.py, Box2D: the learner goes on exactly, the environments restart ---------------------------------------
-
-LUNAR = ("--env-id", "LunarLander-v3", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "2048")
-
-
-def test_box2d_resumes_the_learner_and_restarts_the_environments(tmp_path):
-    """pybox2d can neither pickle a world nor set its whole state: the checkpoint holds no environment state, the
-    resumed run says so in one line, restarts the environments seeded from the seed and the iteration, and goes on
-    with the learner as it was; what the stopped run logged up to its checkpoint stays, and nothing is logged twice."""
-    (tmp_path / "uninterrupted").mkdir()
-    (tmp_path / "stopped").mkdir()
-    run_script("ppo.py", *LUNAR, cwd=tmp_path / "uninterrupted", env=env())
-    run_dir, iteration = killed_after_second_checkpoint("ppo.py", LUNAR, tmp_path / "stopped")
-    state = checkpoint.read(run_dir / checkpoint.FILE)
-    assert state["envs"] is None and state["envs_lost"] == "LunarLander-v3's state cannot be saved (LunarLander.world)"
-    proc = run_script("ppo.py", *LUNAR, "--resume", run_dir, cwd=tmp_path / "stopped", env=env())
-    seed = 1 + 2 * iteration
-    notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
-    assert notice == [
-        f"ppo.py: LunarLander-v3's state cannot be saved (LunarLander.world): the environments restart (seeded with "
-        f"--seed and the iteration, {seed}); the learner goes on exactly"
-    ]
-    first, second = read_scalars(only_run_dir(tmp_path / "uninterrupted")), read_scalars(run_dir)
-    assert set(first) == set(second)
-    stopped_at = iteration * 256
-    for tag in first:
-        if tag != "charts/SPS":
-            assert [p for p in first[tag] if p[0] <= stopped_at] == [p for p in second[tag] if p[0] <= stopped_at]
-        steps = [step for step, _ in second[tag]]
-        assert steps == sorted(steps)
-    for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # one point per iteration
-        assert [step for step, _ in second[tag]] == [256 * (i + 1) for i in range(8)]
-    assert second["charts/learning_rate"] == first["charts/learning_rate"]
-
-
 def test_breakout_with_an_lstm_resumes_bitwise(tmp_path):
     """The LSTM's hidden and cell states are carried from one iteration to the next: the checkpoint holds them."""
     run_dir = resume_bitwise("ppo_atari_lstm.py", (*BREAKOUT, "--num-minibatches", "2"), tmp_path)
     assert [tuple(t.shape) for t in checkpoint.read(run_dir / checkpoint.FILE)["carried"]] == [(1, 2, 128)] * 2
+
+
+# ---- where the environments' state cannot be saved: the learner goes on exactly, the environments restart ----------
+
+LEARNER_EXACT = [
+    # pybox2d pickles neither a world nor its bodies, and cannot set a world's whole state (contacts, broad phase)
+    ("ppo.py", ("--env-id", "LunarLander-v3", "--num-envs", "2"), "LunarLander-v3", "LunarLander.world"),
+    # EnvPool's games live in C++, out of reach
+    (
+        "ppo_atari_envpool.py",
+        ("--env-id", "Breakout-v5", "--num-envs", "2"),
+        "Breakout-v5",
+        "AtariGymnasiumEnvPool's environments",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "env_id", "lost"), LEARNER_EXACT, ids=["box2d", "envpool"])
+def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_saved(
+    tmp_path, script, args, env_id, lost
+):
+    """The checkpoint holds no environment state; the resumed run says so in one line, restarts the environments
+    seeded from the seed and the iteration, goes on with the learner as it was, and logs nothing twice."""
+    args = (*args, "--num-steps", "128", "--total-timesteps", str(2 * 128 * 6))
+    run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path)
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"] is None and state["envs_lost"] == f"{env_id}'s state cannot be saved ({lost})"
+    proc = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=env())
+    notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
+    assert notice == [
+        f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart (seeded with --seed and the "
+        f"iteration, {1 + 2 * iteration}); the learner goes on exactly"
+    ]
+    scalars = read_scalars(run_dir)
+    for tag, points in scalars.items():
+        assert [step for step, _ in points] == sorted(step for step, _ in points), tag
+    for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # once per iteration
+        assert [step for step, _ in scalars[tag]] == [256 * (i + 1) for i in range(6)], tag
+    rates = [rate for _, rate in scalars["charts/learning_rate"]]
+    assert rates == sorted(rates, reverse=True) and len(set(rates)) == 6  # the annealing went on from the checkpoint
 
 
 # ---- ppo_procgen.py: procgen's own get_state and set_state ---------------------------------------------------------

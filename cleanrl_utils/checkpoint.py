@@ -64,7 +64,7 @@ OPERATIONAL = {
     "upload_model",
     "hf_entity",
 }
-# attributes that a fresh build recreates: the next wrapper, constructor arguments, specs, models and renderers
+# attributes that a fresh build recreates: the next wrapper, constructor arguments, specs
 STATIC = {
     "env",
     "envs",
@@ -325,6 +325,8 @@ def attributes(obj, skip=frozenset()):
     kept, lost = {}, []
     for name, value in vars(obj).items():
         if name in STATIC or name in skip or callable(value) or isinstance(value, STRUCTURE):
+            continue
+        if type(value).__module__.startswith("pygame"):  # what renders (classic control, Box2D): made anew
             continue
         try:
             pickle.dumps(value)

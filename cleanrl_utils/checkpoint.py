@@ -137,7 +137,6 @@ class Checkpoints:
     def __init__(self, args, script, run_name):
         self.args = args
         self.script = os.path.basename(script)
-        self.start_time = time.time()
         self.state = None
         self.wandb_id = None
         if args.checkpoint_every < 0:
@@ -223,9 +222,9 @@ class Checkpoints:
             next_obs = torch.Tensor(obs).to(device)
             next_done = torch.zeros_like(next_done)
         restore_random(state["random"])
-        self.start_time = time.time() - state["elapsed"]
+        start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
         print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
-        return state["iteration"] + 1, state["global_step"], self.start_time, next_obs, next_done
+        return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
 
     def save(
         self,

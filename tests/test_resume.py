@@ -344,7 +344,7 @@ def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_s
 
 # ---- ppo_procgen.py: procgen's own get_state and set_state ---------------------------------------------------------
 
-STARPILOT = ("--env-id", "starpilot", "--num-envs", "4", "--num-steps", "64", "--total-timesteps", "1024")
+STARPILOT = ("--env-id", "starpilot", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "640")
 
 
 def test_procgen_resumes_bitwise(tmp_path):

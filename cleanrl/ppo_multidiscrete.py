@@ -47,6 +47,10 @@ class Args:
     """whether to upload the saved model to huggingface (needs --save-model)"""
     hf_entity: str = ""
     """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    checkpoint_every: int = 0
+    """write a checkpoint into the run folder every N iterations (0: never)"""
+    resume: str | None = None
+    """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
     # Algorithm specific arguments
     env_id: str = "MicrortsMining-v1"
@@ -225,6 +229,13 @@ if __name__ == "__main__":
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.checkpoint_every or args.resume:
+        try:
+            from cleanrl_utils.checkpoint import Checkpoints
+        except ModuleNotFoundError as e:
+            fail(f"--checkpoint-every and --resume need {e.name}: run `pip install -e .` in a clone of this project")
+        checkpoints = Checkpoints(args, __file__, run_name)  # with --resume: the run's checkpoint, checked, or exit 2
+        run_name = checkpoints.run_name
 
     # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
     try:
@@ -285,8 +296,13 @@ if __name__ == "__main__":
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
+    first_iteration = 1
+    if args.resume:
+        first_iteration, global_step, start_time, next_obs, next_done = checkpoints.restore(
+            envs, agent, optimizer, recent_returns
+        )
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(first_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -417,6 +433,10 @@ if __name__ == "__main__":
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
+        if args.checkpoint_every or args.resume:  # every --checkpoint-every iterations, and the last one
+            checkpoints.save(
+                iteration, global_step, start_time, writer, envs, agent, optimizer, recent_returns, next_obs, next_done
+            )
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"

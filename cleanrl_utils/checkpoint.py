@@ -1,0 +1,392 @@
+"""Checkpoints of a training run, so that a run that stops goes on where it stopped (CONVENTIONS §7).
+
+A script imports this module only under `--checkpoint-every N` or `--resume PATH`, and uses it in three places:
+
+    checkpoints = Checkpoints(args, __file__, run_name)  # with --resume: the run's checkpoint, checked, or exit 2
+    first_iteration, global_step, start_time, next_obs, next_done = checkpoints.restore(
+        envs, agent, optimizer, recent_returns
+    )
+    checkpoints.save(iteration, global_step, start_time, writer, envs, agent, optimizer, recent_returns, ...)
+
+A checkpoint is the file `checkpoint.pt` in the run folder, `runs/{run_name}/`. It is written under a temporary name
+(`checkpoint.pt.tmp`), synced to disk, then renamed over the previous one, so a kill at any moment leaves the last
+complete checkpoint in place; it starts with a digest of its contents, so a truncated or damaged file is refused.
+It holds:
+- the script's file name, the run name, the arguments (a resumed run must be given the same flags), the wandb run id;
+- the iteration just finished, global_step, and the training time so far (for charts/SPS and the progress line);
+- the agent's and the optimizer's state dicts, next_obs and next_done, the recent episodic returns;
+- every random generator: Python's `random`, NumPy's global one, torch's CPU generator and CUDA's, where used;
+- the environments: the vector environment's own attributes (autoreset flags, buffers), and for every sub-environment
+  the attributes of every wrapper down its stack (episode statistics, normalisers' running means and discounted
+  returns, frame stacks, lives, time limits, its np_random), plus the emulator or physics state, which lives outside
+  Python: ALE's full system state with its random generator (`cloneState(include_rng=True)`), MuJoCo's whole `MjData`
+  (`mj_copyData` back into the fresh one: also the derived quantities some tasks read before stepping, which
+  `mjSTATE_INTEGRATION` alone would leave stale).
+What a fresh build recreates identically is not stored: functions (wrappers' transforms), specs, spaces, models and
+renderers.
+
+Where a sub-environment holds state that cannot be captured (a Box2D world: pybox2d can neither pickle its bodies nor
+set a world's full state, contact caches included), the checkpoint holds no environment state: on resume the learner
+goes on exactly and the environments restart, seeded from the seed and the iteration, which the script says in one
+line. Otherwise the resumed run logs bitwise what the uninterrupted run logs, on the same machine.
+
+The flags a resumed run may change: --resume and --checkpoint-every, --track and the W&B project and entity,
+--save-model, --upload-model and --hf-entity (what is done with the run, not what it computes). Every other flag must
+be the checkpoint's. TensorBoard gets one curve per tag: the points logged after the checkpoint by the stopped run
+are purged (purge_step). W&B, under --track, continues the same run (its id, resume="allow").
+"""
+
+import dataclasses
+import hashlib
+import io
+import os
+import pickle
+import random
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+FILE = "checkpoint.pt"
+MAGIC = b"cleanrl checkpoint 1\n"
+# what the resumed run may do differently: what is done with the run, not what it computes
+OPERATIONAL = {
+    "resume",
+    "checkpoint_every",
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "save_model",
+    "upload_model",
+    "hf_entity",
+}
+# attributes that a fresh build recreates: the next wrapper, constructor arguments, specs
+STATIC = {
+    "env",
+    "envs",
+    "env_fns",
+    "_saved_kwargs",
+    "_ezpickle_args",
+    "_ezpickle_kwargs",
+    "spec",
+    "_cached_spec",
+    "metadata",
+    "_metadata",
+}
+
+
+class BadCheckpoint(Exception):
+    """A checkpoint that cannot be used: missing, truncated, damaged, or not one of ours."""
+
+
+def read(path):
+    """The checkpoint in the file `path`, as saved; BadCheckpoint when it is missing, truncated or damaged."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise BadCheckpoint(f"cannot read {path}: {e.strerror}") from None
+    digest_end = len(MAGIC) + hashlib.sha256().digest_size
+    if not data.startswith(MAGIC):
+        raise BadCheckpoint(f"{path} is not a checkpoint of these scripts")
+    if len(data) < digest_end or hashlib.sha256(data[digest_end:]).digest() != data[len(MAGIC) : digest_end]:
+        raise BadCheckpoint(f"{path} is truncated or damaged")
+    try:
+        return torch.load(io.BytesIO(data[digest_end:]), map_location="cpu", weights_only=False)
+    except Exception as e:  # whole, yet unreadable here: another version of the libraries, say
+        raise BadCheckpoint(f"cannot load {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def write(state, path):
+    """Writes `state` to `path` so that a kill at any moment leaves either the previous file or this one, whole."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    temporary = Path(f"{path}.tmp")
+    with open(temporary, "wb") as f:
+        f.write(MAGIC)
+        f.write(hashlib.sha256(payload).digest())
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+    folder = os.open(Path(path).parent, os.O_RDONLY)  # the rename itself, on disk
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def flag(name):
+    return f"--{name.replace('_', '-')}"
+
+
+def computed_fields(args):
+    """The fields of Args computed after parsing (annotated tyro.conf.Suppress): not flags."""
+    hints = {f.name: f.type for f in dataclasses.fields(args)}
+    return {name for name, hint in hints.items() if "Suppress" in str(hint)}
+
+
+class Checkpoints:
+    """The checkpoints of one run: made right after the run name, before any work. With --resume it reads and checks
+    the run's checkpoint, or ends the program with one line on stderr and exit status 2."""
+
+    def __init__(self, args, script, run_name):
+        self.args = args
+        self.script = os.path.basename(script)
+        self.state = None
+        self.wandb_id = None
+        if args.checkpoint_every < 0:
+            self.fail(f"--checkpoint-every must be at least 0 (0: no checkpoints), got {args.checkpoint_every}")
+        if args.resume:
+            try:
+                self.state = self.check(self.read_resume(Path(args.resume)))
+            except BadCheckpoint as e:
+                self.fail(f"--resume: {e}")
+            run_name = self.state["run_name"]
+            self.wandb_id = self.state["wandb_id"]
+            if args.track and self.wandb_id:  # the same W&B run goes on
+                os.environ["WANDB_RUN_ID"] = self.wandb_id
+                os.environ["WANDB_RESUME"] = "allow"
+        self.run_name = run_name
+        self.path = Path("runs", run_name, FILE)
+        if self.state is not None:
+            # one curve per tag: what the stopped run logged after its checkpoint is dropped (TensorBoard reads this
+            # file before the resumed run's own, which is named after it)
+            from torch.utils.tensorboard import SummaryWriter
+
+            SummaryWriter(f"runs/{run_name}", purge_step=self.state["global_step"] + 1).close()
+
+    def fail(self, message):
+        print(f"{self.script}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    def read_resume(self, path):
+        if path.is_dir():
+            if not (path / FILE).is_file():
+                raise BadCheckpoint(f"no checkpoint in {path}: a run writes one with --checkpoint-every N")
+            path = path / FILE
+        elif not path.exists():
+            raise BadCheckpoint(f"{path} does not exist: give a run folder (runs/...) or its {FILE}")
+        state = read(path)
+        if not isinstance(state, dict) or "script" not in state:
+            raise BadCheckpoint(f"{path} is not a checkpoint of these scripts")
+        folder = Path("runs", state["run_name"])
+        if path.parent.resolve() != folder.resolve():
+            raise BadCheckpoint(f"{path} goes on in {folder}, which is not its folder: run it from where runs/ is")
+        return state
+
+    def check(self, state):
+        """The checkpoint `state` if this program may go on from it; BadCheckpoint saying why not otherwise."""
+        where = f"runs/{state['run_name']}"
+        if state["script"] != self.script:
+            raise BadCheckpoint(f"{where} is a run of {state['script']}, not of {self.script}: resume it with that")
+        computed = computed_fields(self.args)
+        ours = vars(self.args)
+        theirs = state["args"]
+        differ = [name for name in ours if name not in OPERATIONAL and ours[name] != theirs.get(name)]
+        flags = [name for name in differ if name not in computed]
+        if differ:  # the flags; what is computed from them (or from the launch, as a world size) where they agree
+            shown = [f"{flag(name)} {theirs.get(name)}" for name in flags] or [f"{n} {theirs.get(n)}" for n in differ]
+            raise BadCheckpoint(f"{where} was run with {', '.join(shown)}: give the run's own flags")
+        if state["iteration"] >= theirs["num_iterations"]:
+            raise BadCheckpoint(f"{where} has finished (iteration {state['iteration']} of {theirs['num_iterations']})")
+        return state
+
+    def restore(self, envs, agent, optimizer, recent_returns, *carried):
+        """Puts the checkpoint into the freshly built `envs`, `agent`, `optimizer` and `recent_returns`, the tensors
+        `carried` (what else the loop carries from one iteration to the next, as an LSTM's state: in place) and the
+        random generators; returns the first iteration to run, global_step, start_time, next_obs and next_done."""
+        state = self.state
+        device = next(agent.parameters()).device
+        agent.load_state_dict(state["agent"])
+        optimizer.load_state_dict(state["optimizer"])
+        recent_returns.extend(state["recent_returns"])
+        next_obs = state["next_obs"].to(device)
+        next_done = state["next_done"].to(device)
+        for tensor, saved in zip(tensors(carried), state["carried"], strict=True):
+            tensor.copy_(saved)
+        if state["envs"] is not None:
+            restore_envs(envs, state["envs"])
+        else:
+            seed = self.args.seed + envs.num_envs * state["iteration"]
+            print(
+                f"{self.script}: {state['envs_lost']}: the environments restart (seeded with --seed and the "
+                f"iteration, {seed}); the learner goes on exactly",
+                flush=True,
+            )
+            obs, _ = envs.reset(seed=seed)
+            next_obs = torch.Tensor(obs).to(device)
+            next_done = torch.zeros_like(next_done)
+        restore_random(state["random"])
+        start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
+        print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
+        return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
+
+    def save(
+        self,
+        iteration,
+        global_step,
+        start_time,
+        writer,
+        envs,
+        agent,
+        optimizer,
+        recent_returns,
+        next_obs,
+        next_done,
+        *carried,
+    ):
+        """Writes a checkpoint every --checkpoint-every iterations, and at the last one (which marks the run
+        finished). What the writer holds goes to disk first: the checkpoint never runs ahead of the logs."""
+        every = self.args.checkpoint_every
+        if not (every and iteration % every == 0 or iteration == self.args.num_iterations):
+            return
+        writer.flush()
+        env_state, lost = capture_envs(envs, self.args.env_id)
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and getattr(wandb, "run", None) is not None:
+            self.wandb_id = wandb.run.id
+        state = {
+            "script": self.script,
+            "run_name": self.run_name,
+            "args": dict(vars(self.args)),
+            "wandb_id": self.wandb_id,
+            "iteration": iteration,
+            "global_step": global_step,
+            "elapsed": time.time() - start_time,
+            "agent": agent.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "recent_returns": list(recent_returns),
+            "next_obs": next_obs.cpu(),
+            "next_done": next_done.cpu(),
+            "carried": [tensor.cpu() for tensor in tensors(carried)],
+            "random": capture_random(),
+            "envs": env_state,
+            "envs_lost": lost,
+        }
+        write(state, self.path)
+
+
+def tensors(nested):
+    """The tensors of nested tuples and lists of them, in order."""
+    if isinstance(nested, torch.Tensor):
+        return [nested]
+    return [tensor for item in nested for tensor in tensors(item)]
+
+
+# ---- random generators ------------------------------------------------------------------------------------------
+
+
+def capture_random():
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def restore_random(saved):
+    random.setstate(saved["python"])
+    np.random.set_state(saved["numpy"])
+    torch.set_rng_state(saved["torch"])
+    if saved["cuda"] is not None:
+        torch.cuda.set_rng_state_all(saved["cuda"])
+
+
+# ---- environments ---------------------------------------------------------------------------------------------------
+
+
+def engine(env):
+    """The emulator, physics engine or game whose state lives outside Python, "ale", "mujoco" or "procgen", or None."""
+    ale_py = sys.modules.get("ale_py")
+    if ale_py is not None and isinstance(getattr(env, "ale", None), ale_py.ALEInterface):
+        return "ale"
+    mujoco = sys.modules.get("mujoco")
+    if mujoco is not None and isinstance(getattr(env, "data", None), mujoco.MjData):
+        return "mujoco"
+    procgen = sys.modules.get("procgen")
+    if procgen is not None and isinstance(getattr(getattr(env, "venv", None), "env", None), procgen.ProcgenGym3Env):
+        return "procgen"
+    return None
+
+
+# other environments (the next wrapper, the sub-environments) and spaces (their bounds are static, and the scripts
+# never sample them, so their generators are not drawn from): a fresh build recreates them
+STRUCTURE = (gym.Env, gym.vector.VectorEnv, gym.spaces.Space)
+# what holds the engine: captured through the engine's own calls, or static
+ENGINE_ATTRIBUTES = {"ale": {"ale"}, "mujoco": {"model", "data", "mujoco_renderer"}, "procgen": {"venv"}, None: set()}
+WRAPPERS = (gym.Wrapper, gym.vector.VectorWrapper)
+
+
+def attributes(obj, skip=frozenset()):
+    """The state an object keeps in its own attributes, and the names of those that cannot be stored."""
+    kept, lost = {}, []
+    for name, value in vars(obj).items():
+        if name in STATIC or name in skip or callable(value) or isinstance(value, STRUCTURE):
+            continue
+        if type(value).__module__.startswith("pygame"):  # what renders (classic control, Box2D): made anew
+            continue
+        try:
+            pickle.dumps(value)
+        except Exception:
+            lost.append(f"{type(obj).__name__}.{name}")
+            continue
+        kept[name] = value
+    return kept, lost
+
+
+def capture_stack(env, lost):
+    """The state of an environment: every wrapper's attributes down to the base environment, the base's own and its
+    engine's state, and for a SyncVectorEnv that of each sub-environment. What cannot be stored goes to `lost`."""
+    layers = []
+    while isinstance(env, WRAPPERS):
+        kept, layer_lost = attributes(env)
+        layers.append({"class": type(env).__qualname__, "attributes": kept})
+        lost += layer_lost
+        env = env.env
+    kind = engine(env)
+    kept, base_lost = attributes(env, ENGINE_ATTRIBUTES[kind])
+    lost += base_lost
+    base = {"class": type(env).__qualname__, "attributes": kept, "engine": kind}
+    if kind == "ale":
+        base["engine_state"] = env.ale.cloneState(include_rng=True)
+    elif kind == "mujoco":
+        base["engine_state"] = zlib.compress(pickle.dumps(env.data), 1)  # the arena is mostly zeros
+    elif kind == "procgen":
+        base["engine_state"] = env.venv.env.get_state()  # each game's whole state, its random generators included
+    elif isinstance(env, gym.vector.SyncVectorEnv):
+        base["envs"] = [capture_stack(sub_env, lost) for sub_env in env.envs]
+    elif isinstance(env, gym.vector.VectorEnv) or not isinstance(env, gym.Env):
+        lost.append(f"{type(env).__name__}'s environments")  # another vector env keeps them elsewhere: C++, processes
+    return {"layers": layers, "base": base}
+
+
+def capture_envs(envs, env_id):
+    """(the state of `envs`, None) or, where some of it cannot be stored, (None, why)."""
+    lost = []
+    state = capture_stack(envs, lost)
+    if lost:
+        return None, f"{env_id}'s state cannot be saved ({lost[0]})"
+    return state, None
+
+
+def restore_envs(env, saved):
+    """Puts the state `capture_stack` took into the freshly built `env`, which must be built the same way."""
+    for layer in saved["layers"]:
+        assert type(env).__qualname__ == layer["class"], (type(env).__qualname__, layer["class"])
+        vars(env).update(layer["attributes"])
+        env = env.env
+    base = saved["base"]
+    assert type(env).__qualname__ == base["class"], (type(env).__qualname__, base["class"])
+    vars(env).update(base["attributes"])
+    if base["engine"] == "ale":
+        env.ale.restoreState(base["engine_state"])
+    elif base["engine"] == "mujoco":
+        import mujoco
+
+        mujoco.mj_copyData(env.data, env.model, pickle.loads(zlib.decompress(base["engine_state"])))
+    elif base["engine"] == "procgen":
+        env.venv.env.set_state(base["engine_state"])
+    for sub_env, sub_state in zip(getattr(env, "envs", []), base.get("envs", []), strict=True):
+        restore_envs(sub_env, sub_state)

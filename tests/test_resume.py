@@ -1,0 +1,354 @@
+"""--checkpoint-every and --resume (CONVENTIONS §7, cleanrl_utils/checkpoint.py): a run killed with SIGKILL after its
+second checkpoint, then resumed, logs bitwise the scalars of the run that never stopped (every tag but charts/SPS,
+every step once) and saves the same model; a kill in the middle of a checkpoint's write leaves the previous one; every
+bad --resume ends in one line and exit 2, writing nothing."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import (
+    ROOT,
+    SCRIPTS,
+    assert_user_error,
+    only_run_dir,
+    read_scalars,
+    run_script,
+    script_env,
+    without_cleanrl_utils_env,
+)
+
+from cleanrl_utils import checkpoint
+
+CARTPOLE = ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "4096")
+
+
+def env(**extra):
+    """The scripts' environment, with this checkout's cleanrl_utils importable (as after `pip install -e .`)."""
+    return script_env(PYTHONPATH=str(ROOT), **extra)
+
+
+def killed_after_second_checkpoint(script, args, cwd, environment=None, timeout=300):
+    """Runs `script args --checkpoint-every 1` in `cwd` and kills it (SIGKILL) once its checkpoint holds iteration 2
+    or later; returns the run folder and the iteration of the checkpoint left there."""
+    command = [sys.executable, SCRIPTS / script, *args, "--checkpoint-every", "1"]
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=environment or env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    seen = None
+    deadline = time.monotonic() + timeout
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            found = list((Path(cwd) / "runs").rglob(checkpoint.FILE)) if (Path(cwd) / "runs").exists() else []
+            if found and os.stat(found[0]).st_ino != seen:  # a new checkpoint was renamed into place
+                seen = os.stat(found[0]).st_ino
+                if checkpoint.read(found[0])["iteration"] >= 2:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    state = checkpoint.read(found[0])
+                    assert state["iteration"] < state["args"]["num_iterations"], "the run finished before the kill"
+                    return found[0].parent, state["iteration"]
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    raise AssertionError(f"{script} ended (exit {proc.returncode}) or timed out before its second checkpoint")
+
+
+def assert_same_run(uninterrupted, resumed):
+    """Every scalar but charts/SPS bitwise, at the same steps, each once; charts/SPS at the same steps."""
+    first, second = read_scalars(uninterrupted), read_scalars(resumed)
+    assert set(first) == set(second)
+    for tag in first:
+        if tag == "charts/SPS":
+            assert [s for s, _ in first[tag]] == [s for s, _ in second[tag]], tag
+        else:
+            assert first[tag] == second[tag], tag
+
+
+def tensors(tree, prefix=""):
+    """The tensors of a saved model or state dict (nested dicts and lists of them), by dotted name."""
+    if isinstance(tree, torch.Tensor):
+        return {prefix: tree}
+    if isinstance(tree, dict):
+        items = tree.items()
+    elif isinstance(tree, (list, tuple)):
+        items = enumerate(tree)
+    else:
+        return {}
+    return {name: t for key, value in items for name, t in tensors(value, f"{prefix}.{key}").items()}
+
+
+def assert_same_model(uninterrupted, resumed, file):
+    first = tensors(torch.load(uninterrupted / file, weights_only=False))
+    second = tensors(torch.load(resumed / file, weights_only=False))
+    assert first.keys() == second.keys()
+    for name in first:
+        assert torch.equal(first[name], second[name]), name
+
+
+def resume_bitwise(script, args, tmp_path, model_file=None):
+    """The whole check for one script: uninterrupted run, killed run, resumed run; returns the killed run's folder.
+    With `model_file`, the runs save their model (and evaluate it); without, the uninterrupted run writes only the
+    checkpoint of its last iteration, and the learner's tensors (the agent's and the optimizer's) are compared there."""
+    (tmp_path / "uninterrupted").mkdir()
+    (tmp_path / "stopped").mkdir()
+    baseline = (*args, "--save-model") if model_file else (*args, "--checkpoint-every", "1000000")
+    run_script(script, *baseline, cwd=tmp_path / "uninterrupted", env=env())
+    args = (*args, "--save-model") if model_file else args
+    run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path / "stopped")
+    resumed = (*args, "--checkpoint-every", "1", "--resume", run_dir)
+    proc = run_script(script, *resumed, cwd=tmp_path / "stopped", env=env())
+    assert f"at iteration {iteration}," in proc.stdout
+    assert only_run_dir(tmp_path / "stopped") == run_dir
+    uninterrupted = only_run_dir(tmp_path / "uninterrupted")
+    assert_same_run(uninterrupted, run_dir)
+    if model_file:
+        assert_same_model(uninterrupted, run_dir, model_file)
+    else:
+        first, second = (checkpoint.read(folder / checkpoint.FILE) for folder in (uninterrupted, run_dir))
+        assert first["iteration"] == second["iteration"] == first["args"]["num_iterations"]
+        for part in ("agent", "optimizer"):
+            ours, theirs = tensors(first[part]), tensors(second[part])
+            assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), part
+    assert sorted(p.name for p in run_dir.glob("checkpoint*")) == [checkpoint.FILE]
+    return run_dir
+
+
+# ---- ppo.py, classic control --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    """An uninterrupted CartPole run, and the same run killed after its second checkpoint (not resumed)."""
+    cwd = tmp_path_factory.mktemp("cartpole")
+    (cwd / "uninterrupted").mkdir()
+    (cwd / "stopped").mkdir()
+    run_script("ppo.py", *CARTPOLE, "--save-model", cwd=cwd / "uninterrupted", env=env())
+    run_dir, _ = killed_after_second_checkpoint("ppo.py", (*CARTPOLE, "--save-model"), cwd / "stopped")
+    return only_run_dir(cwd / "uninterrupted"), run_dir
+
+
+def copy_stopped(cartpole, tmp_path):
+    """A copy of the stopped run in tmp_path/runs/...: its folder there."""
+    run_dir = cartpole[1]
+    copy = tmp_path / "runs" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    return copy
+
+
+def resume(run_dir, cwd, *extra, check=True, environment=None):
+    args = (*CARTPOLE, "--save-model", "--resume", run_dir, *extra)
+    return run_script("ppo.py", *args, cwd=cwd, check=check, env=environment or env(), timeout=300)
+
+
+def test_cartpole_resumes_bitwise(cartpole, tmp_path):
+    uninterrupted, _ = cartpole
+    run_dir = copy_stopped(cartpole, tmp_path)
+    iteration = checkpoint.read(run_dir / checkpoint.FILE)["iteration"]
+    proc = resume(run_dir, tmp_path)
+    assert f"resumed runs/{run_dir.name} at iteration {iteration}," in proc.stdout
+    assert_same_run(uninterrupted, run_dir)
+    assert_same_model(uninterrupted, run_dir, "ppo.cleanrl_model")
+    # the run ended with a checkpoint of its last iteration, which marks it finished
+    assert checkpoint.read(run_dir / checkpoint.FILE)["iteration"] == 4096 // 256
+
+
+def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_one(cartpole, tmp_path):
+    """A kill while a checkpoint is being written leaves its temporary file, whole or not; the last renamed one
+    is used, and the half-written one, given itself, is refused."""
+    uninterrupted, _ = cartpole
+    run_dir = copy_stopped(cartpole, tmp_path)
+    data = (run_dir / checkpoint.FILE).read_bytes()
+    half_written = run_dir / f"{checkpoint.FILE}.tmp"
+    half_written.write_bytes(data[: len(data) // 2])
+    proc = resume(half_written, tmp_path, check=False)
+    assert_user_error(proc, "ppo.py: error: --resume:", "is truncated or damaged")
+    resume(run_dir, tmp_path)
+    assert_same_run(uninterrupted, run_dir)
+
+
+def tree(folder):
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).rglob("*")}
+
+
+def damage(data):
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("case", "fragments"),
+    [
+        ("missing", ["runs/nothing does not exist"]),
+        ("no checkpoint", ["no checkpoint in", "--checkpoint-every N"]),
+        ("truncated", ["is truncated or damaged"]),
+        ("damaged", ["is truncated or damaged"]),
+        ("not a checkpoint", ["is not a checkpoint of these scripts"]),
+        ("other flags", ["was run with --learning-rate 0.00025, --num-envs 2", "give the run's own flags"]),
+        ("other script", ["is a run of ppo.py, not of ppo_copy.py"]),
+        ("other folder", ["which is not its folder", "run it from where runs/ is"]),
+        ("negative", ["--checkpoint-every must be at least 0"]),
+    ],
+)
+def test_bad_resume_is_one_line_and_exit_2_writing_nothing(cartpole, tmp_path, case, fragments):
+    run_dir = copy_stopped(cartpole, tmp_path)
+    file = run_dir / checkpoint.FILE
+    cwd = tmp_path
+    target = run_dir
+    args = []
+    script = "ppo.py"
+    if case == "missing":
+        target = Path("runs/nothing")
+    elif case == "no checkpoint":
+        file.unlink()
+    elif case == "truncated":
+        file.write_bytes(file.read_bytes()[:-100])
+    elif case == "damaged":
+        file.write_bytes(damage(file.read_bytes()))
+    elif case == "not a checkpoint":
+        file.write_bytes(b"PK\x03\x04 something else")
+    elif case == "other flags":
+        args = ["--learning-rate", "1e-3", "--num-envs", "4"]
+    elif case == "other script":
+        shutil.copy(SCRIPTS / "ppo.py", tmp_path / "ppo_copy.py")
+        script = tmp_path / "ppo_copy.py"
+    elif case == "other folder":
+        cwd = tmp_path / "elsewhere"
+        cwd.mkdir()
+        target = run_dir.resolve()
+    elif case == "negative":
+        args = ["--checkpoint-every", "-1"]
+    before = tree(tmp_path)
+    proc = run_script(script, *CARTPOLE, "--resume", target, *args, cwd=cwd, check=False, env=env(), timeout=120)
+    assert_user_error(proc, f"{Path(script).name}: error:", *fragments)
+    assert tree(tmp_path) == before, "nothing may be written"
+
+
+def test_a_finished_run_is_not_resumed(tmp_path):
+    args = ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "768")
+    run_script("ppo.py", *args, "--checkpoint-every", "2", cwd=tmp_path, env=env())
+    run_dir = only_run_dir(tmp_path)
+    # every second iteration, and the last one, the third
+    assert checkpoint.read(run_dir / checkpoint.FILE)["iteration"] == 3
+    before = tree(tmp_path)
+    proc = run_script("ppo.py", *args, "--resume", run_dir, cwd=tmp_path, check=False, env=env(), timeout=120)
+    assert_user_error(proc, "ppo.py: error: --resume:", "has finished (iteration 3 of 3)")
+    assert tree(tmp_path) == before
+
+
+def test_checkpoints_without_cleanrl_utils_say_what_to_install(tmp_path):
+    """A script copied alone trains without cleanrl_utils (test_scripts.py), but checkpoints need it."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(SCRIPTS / "ppo.py", alone / "ppo.py")
+    proc = run_script(
+        alone / "ppo.py",
+        *CARTPOLE,
+        "--checkpoint-every",
+        "1",
+        cwd=alone,
+        check=False,
+        env=without_cleanrl_utils_env(tmp_path),
+    )
+    assert_user_error(proc, "--checkpoint-every and --resume need cleanrl_utils", "pip install -e .")
+    assert not (alone / "runs").exists()
+
+
+def test_track_resumes_the_same_wandb_run(tmp_path):
+    tracked = (*CARTPOLE, "--track", "--wandb-project-name", "cleanrl-test")
+    run_dir, _ = killed_after_second_checkpoint("ppo.py", tracked, tmp_path)
+    run_id = checkpoint.read(run_dir / checkpoint.FILE)["wandb_id"]
+    assert run_id
+    run_script("ppo.py", *tracked, "--resume", run_dir, cwd=tmp_path, env=env())
+    offline_runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 2 and all(run.name.endswith(f"-{run_id}") for run in offline_runs)
+
+
+# ---- ppo_continuous_action.py, MuJoCo -----------------------------------------------------------------------------
+
+HOPPER = ("--env-id", "Hopper-v4", "--num-steps", "128", "--num-minibatches", "4", "--total-timesteps", "1024")
+
+
+def test_hopper_resumes_bitwise(tmp_path):
+    """MuJoCo's whole MjData, the normalisers' statistics and discounted returns, the time limit's count."""
+    run_dir = resume_bitwise("ppo_continuous_action.py", HOPPER, tmp_path, "ppo_continuous_action.cleanrl_model")
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"]["base"]["envs"][0]["base"]["engine"] == "mujoco"
+
+
+# ---- ppo_atari.py, ALE ---------------------------------------------------------------------------------------------
+
+BREAKOUT = ("--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1280")
+
+
+def test_breakout_resumes_bitwise(tmp_path):
+    """ALE's system state with its random generator, the frame stack, the max-and-skip buffer, the lives."""
+    run_dir = resume_bitwise("ppo_atari.py", BREAKOUT, tmp_path, "ppo_atari.cleanrl_model")
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"]["base"]["envs"][0]["base"]["engine"] == "ale"
+
+
+def test_breakout_with_an_lstm_resumes_bitwise(tmp_path):
+    """The LSTM's hidden and cell states are carried from one iteration to the next: the checkpoint holds them."""
+    run_dir = resume_bitwise("ppo_atari_lstm.py", (*BREAKOUT, "--num-minibatches", "2"), tmp_path)
+    assert [tuple(t.shape) for t in checkpoint.read(run_dir / checkpoint.FILE)["carried"]] == [(1, 2, 128)] * 2
+
+
+# ---- where the environments' state cannot be saved: the learner goes on exactly, the environments restart ----------
+
+LEARNER_EXACT = [
+    # pybox2d pickles neither a world nor its bodies, and cannot set a world's whole state (contacts, broad phase)
+    ("ppo.py", ("--env-id", "LunarLander-v3", "--num-envs", "2"), "LunarLander-v3", "LunarLander.world"),
+    # EnvPool's games live in C++, out of reach
+    (
+        "ppo_atari_envpool.py",
+        ("--env-id", "Breakout-v5", "--num-envs", "2"),
+        "Breakout-v5",
+        "AtariGymnasiumEnvPool's environments",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "env_id", "lost"), LEARNER_EXACT, ids=["box2d", "envpool"])
+def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_saved(
+    tmp_path, script, args, env_id, lost
+):
+    """The checkpoint holds no environment state; the resumed run says so in one line, restarts the environments
+    seeded from the seed and the iteration, goes on with the learner as it was, and logs nothing twice."""
+    args = (*args, "--num-steps", "128", "--total-timesteps", str(2 * 128 * 6))
+    run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path)
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["envs"] is None and state["envs_lost"] == f"{env_id}'s state cannot be saved ({lost})"
+    proc = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=env())
+    notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
+    assert notice == [
+        f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart (seeded with --seed and the "
+        f"iteration, {1 + 2 * iteration}); the learner goes on exactly"
+    ]
+    scalars = read_scalars(run_dir)
+    for tag, points in scalars.items():
+        assert [step for step, _ in points] == sorted(step for step, _ in points), tag
+    for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # once per iteration
+        assert [step for step, _ in scalars[tag]] == [256 * (i + 1) for i in range(6)], tag
+    rates = [rate for _, rate in scalars["charts/learning_rate"]]
+    assert rates == sorted(rates, reverse=True) and len(set(rates)) == 6  # the annealing went on from the checkpoint
+
+
+# ---- ppo_procgen.py: procgen's own get_state and set_state ---------------------------------------------------------
+
+STARPILOT = ("--env-id", "starpilot", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "640")
+
+
+def test_procgen_resumes_bitwise(tmp_path):
+    """Each game's whole state (procgen's get_state, its level generator included), the vector wrappers' statistics
+    and the reward scaler's running return."""
+    run_dir = resume_bitwise("ppo_procgen.py", STARPILOT, tmp_path)
+    assert checkpoint.read(run_dir / checkpoint.FILE)["envs"]["base"]["engine"] == "procgen"

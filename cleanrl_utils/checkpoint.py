@@ -2,11 +2,18 @@
 
 A script imports this module only under `--checkpoint-every N` or `--resume PATH`, and uses it in three places:
 
-    checkpoints = Checkpoints(args, __file__, run_name)  # with --resume: the run's checkpoint, checked, or exit 2
-    first_iteration, global_step, start_time, next_obs, next_done = checkpoints.restore(
-        envs, agent, optimizer, recent_returns
-    )
-    checkpoints.save(iteration, global_step, start_time, writer, envs, agent, optimizer, recent_returns, ...)
+    run_name = checkpoint.begin(args, __file__, run_name)  # with --resume: the run's name, its checkpoint checked
+    first_iteration, global_step, start_time, next_obs, next_done = checkpoint.restore(envs, agent, optimizer)
+    checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
+
+(a script that carries more from one iteration to the next, as an LSTM's state, passes it last to both). One run per
+process: `begin` keeps its Checkpoints here.
+
+Beside the checkpoint, `checkpoint.json` says in plain JSON what the benchmark runner needs to find the run again:
+its command-line flags, the iteration reached and the run's number of iterations.
+
+On SIGUSR1 or SIGTERM (what Slurm sends before a time limit or a preemption) the run finishes its iteration, writes a
+checkpoint and exits with status 75 (EX_TEMPFAIL), so that the job can be queued again and go on.
 
 A checkpoint is the file `checkpoint.pt` in the run folder, `runs/{run_name}/`. It is written under a temporary name
 (`checkpoint.pt.tmp`), synced to disk, then renamed over the previous one, so a kill at any moment leaves the last
@@ -39,9 +46,11 @@ are purged (purge_step). W&B, under --track, continues the same run (its id, res
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import pickle
 import random
+import signal
 import sys
 import time
 import zlib
@@ -52,6 +61,8 @@ import numpy as np
 import torch
 
 FILE = "checkpoint.pt"
+STATE_FILE = "checkpoint.json"  # what the benchmark runner reads: the flags, the iteration reached, the iterations
+STOPPED = 75  # the exit status after a stop asked by a signal: EX_TEMPFAIL, "try again"
 MAGIC = b"cleanrl checkpoint 1\n"
 # what the resumed run may do differently: what is done with the run, not what it computes
 OPERATIONAL = {
@@ -105,11 +116,15 @@ def write(state, path):
     buffer = io.BytesIO()
     torch.save(state, buffer)
     payload = buffer.getvalue()
+    write_whole([MAGIC, hashlib.sha256(payload).digest(), payload], path)
+
+
+def write_whole(parts, path):
+    """Writes the bytes `parts` to `path` under a temporary name, synced, then renamed over `path`."""
     temporary = Path(f"{path}.tmp")
     with open(temporary, "wb") as f:
-        f.write(MAGIC)
-        f.write(hashlib.sha256(payload).digest())
-        f.write(payload)
+        for part in parts:
+            f.write(part)
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
@@ -139,6 +154,7 @@ class Checkpoints:
         self.script = os.path.basename(script)
         self.state = None
         self.wandb_id = None
+        self.stop_signal = None
         if args.checkpoint_every < 0:
             self.fail(f"--checkpoint-every must be at least 0 (0: no checkpoints), got {args.checkpoint_every}")
         if args.resume:
@@ -196,15 +212,14 @@ class Checkpoints:
             raise BadCheckpoint(f"{where} has finished (iteration {state['iteration']} of {theirs['num_iterations']})")
         return state
 
-    def restore(self, envs, agent, optimizer, recent_returns, *carried):
-        """Puts the checkpoint into the freshly built `envs`, `agent`, `optimizer` and `recent_returns`, the tensors
+    def restore(self, envs, agent, optimizer, *carried):
+        """Puts the checkpoint into the freshly built `envs`, `agent`, `optimizer`, the tensors
         `carried` (what else the loop carries from one iteration to the next, as an LSTM's state: in place) and the
         random generators; returns the first iteration to run, global_step, start_time, next_obs and next_done."""
         state = self.state
         device = next(agent.parameters()).device
         agent.load_state_dict(state["agent"])
         optimizer.load_state_dict(state["optimizer"])
-        recent_returns.extend(state["recent_returns"])
         next_obs = state["next_obs"].to(device)
         next_done = state["next_done"].to(device)
         for tensor, saved in zip(tensors(carried), state["carried"], strict=True):
@@ -226,24 +241,13 @@ class Checkpoints:
         print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
         return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
 
-    def save(
-        self,
-        iteration,
-        global_step,
-        start_time,
-        writer,
-        envs,
-        agent,
-        optimizer,
-        recent_returns,
-        next_obs,
-        next_done,
-        *carried,
-    ):
-        """Writes a checkpoint every --checkpoint-every iterations, and at the last one (which marks the run
-        finished). What the writer holds goes to disk first: the checkpoint never runs ahead of the logs."""
+    def save(self, iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
+        """Writes a checkpoint every --checkpoint-every iterations, at the last one (which marks the run finished)
+        and after a stop asked by a signal, then ends the program. What the writer holds goes to disk first: the
+        checkpoint never runs ahead of the logs."""
         every = self.args.checkpoint_every
-        if not (every and iteration % every == 0 or iteration == self.args.num_iterations):
+        due = every and iteration % every == 0 or iteration == self.args.num_iterations
+        if not (due or self.stop_signal):
             return
         writer.flush()
         env_state, lost = capture_envs(envs, self.args.env_id)
@@ -260,7 +264,6 @@ class Checkpoints:
             "elapsed": time.time() - start_time,
             "agent": agent.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "recent_returns": list(recent_returns),
             "next_obs": next_obs.cpu(),
             "next_done": next_done.cpu(),
             "carried": [tensor.cpu() for tensor in tensors(carried)],
@@ -269,6 +272,48 @@ class Checkpoints:
             "envs_lost": lost,
         }
         write(state, self.path)
+        plain = {"script": self.script, "run_name": self.run_name, "argv": sys.argv[1:], "iteration": iteration}
+        plain.update(num_iterations=self.args.num_iterations, global_step=global_step)
+        write_whole([json.dumps(plain).encode()], self.path.with_name(STATE_FILE))
+        if self.stop_signal and iteration < self.args.num_iterations:
+            name = signal.Signals(self.stop_signal).name
+            print(
+                f"{self.script}: stopped by {name} after the checkpoint of iteration {iteration}; "
+                f"--resume {self.path.parent} goes on",
+                flush=True,
+            )
+            sys.exit(STOPPED)
+
+    def ask_to_stop(self, signum, frame):
+        """A signal handler: the run stops at the end of its iteration, after a checkpoint."""
+        self.stop_signal = signum
+
+
+# ---- what a script calls: one run per process ----------------------------------------------------------------------
+RUN = []  # the Checkpoints of this process's run, once `begin` has made it
+
+
+def begin(args, script, run_name):
+    """Made right after the run name, before any work: checks --checkpoint-every, and with --resume reads and checks
+    the run's checkpoint (or ends the program with one line on stderr and exit status 2); SIGUSR1 and SIGTERM then
+    stop the run at the end of an iteration, after a checkpoint. Returns the run's name: with --resume, the name of
+    the run it goes on with."""
+    run = Checkpoints(args, script, run_name)
+    RUN[:] = [run]
+    for signum in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(signum, run.ask_to_stop)
+    return run.run_name
+
+
+def restore(envs, agent, optimizer, *carried):
+    """With --resume: puts the checkpoint into the freshly built objects; returns the first iteration to run,
+    global_step, start_time, next_obs and next_done (Checkpoints.restore)."""
+    return RUN[0].restore(envs, agent, optimizer, *carried)
+
+
+def save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
+    """At the end of each iteration: a checkpoint where one is due (Checkpoints.save)."""
+    RUN[0].save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried)
 
 
 def tensors(nested):

@@ -256,6 +256,7 @@ def test_slurm_job_script_without_sbatch(tmp_path):
         f"#SBATCH --output={tmp_path}/slurm/logs/%x_%A_%a.log",
         "#SBATCH --requeue",
         "#SBATCH --signal=USR1@120",
+        "#SBATCH --open-mode=append",
     ]
     assert "{{" not in text and (tmp_path / "slurm" / "logs").is_dir()
 

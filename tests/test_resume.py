@@ -3,6 +3,7 @@ second checkpoint, then resumed, logs bitwise the scalars of the run that never 
 every step once) and saves the same model; a kill in the middle of a checkpoint's write leaves the previous one; every
 bad --resume ends in one line and exit 2, writing nothing."""
 
+import json
 import os
 import shutil
 import signal
@@ -118,7 +119,7 @@ def resume_bitwise(script, args, tmp_path, model_file=None):
         for part in ("agent", "optimizer"):
             ours, theirs = tensors(first[part]), tensors(second[part])
             assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), part
-    assert sorted(p.name for p in run_dir.glob("checkpoint*")) == [checkpoint.FILE]
+    assert sorted(p.name for p in run_dir.glob("checkpoint*")) == [checkpoint.STATE_FILE, checkpoint.FILE]
     return run_dir
 
 
@@ -159,6 +160,31 @@ def test_cartpole_resumes_bitwise(cartpole, tmp_path):
     assert_same_model(uninterrupted, run_dir, "ppo.cleanrl_model")
     # the run ended with a checkpoint of its last iteration, which marks it finished
     assert checkpoint.read(run_dir / checkpoint.FILE)["iteration"] == 4096 // 256
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
+def test_a_signal_stops_the_run_after_a_checkpoint_and_it_goes_on(cartpole, tmp_path, signum):
+    """What Slurm sends before a time limit or a preemption: the run finishes its iteration, writes a checkpoint
+    (though none was due), says so, exits with status 75, and --resume goes on bitwise; checkpoint.json tells the
+    benchmark runner the run's flags and how far it got."""
+    uninterrupted, _ = cartpole
+    args = (*CARTPOLE, "--save-model", "--checkpoint-every", "1000")
+    command = [sys.executable, SCRIPTS / "ppo.py", *args]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the first progress line: the loop has started
+        if line.startswith("["):
+            break
+    proc.send_signal(signum)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == checkpoint.STOPPED, out
+    run_dir = only_run_dir(tmp_path)
+    state = json.loads((run_dir / checkpoint.STATE_FILE).read_text())
+    assert 1 <= state["iteration"] < state["num_iterations"] == 4096 // 256
+    assert state["argv"] == [str(a) for a in args] and state["run_name"] == run_dir.name
+    assert f"stopped by {signum.name} after the checkpoint of iteration {state['iteration']}" in out
+    run_script("ppo.py", *args, "--resume", run_dir, cwd=tmp_path, env=env(), timeout=300)
+    assert_same_run(uninterrupted, run_dir)
+    assert_same_model(uninterrupted, run_dir, "ppo.cleanrl_model")
 
 
 def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_one(cartpole, tmp_path):
@@ -258,7 +284,7 @@ def test_checkpoints_without_cleanrl_utils_say_what_to_install(tmp_path):
         check=False,
         env=without_cleanrl_utils_env(tmp_path),
     )
-    assert_user_error(proc, "--checkpoint-every and --resume need cleanrl_utils", "pip install -e .")
+    assert_user_error(proc, "cleanrl_utils is missing", "pip install -e .")
     assert not (alone / "runs").exists()
 
 

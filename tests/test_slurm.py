@@ -3,6 +3,7 @@ as root): the benchmark's array job runs and writes its runs, and the --slurm-* 
 tests/test_benchmark.py checks the job script itself with stand-ins for sbatch, including what one node cannot show
 (several nodes, GPUs)."""
 
+import json
 import os
 import re
 import subprocess
@@ -10,7 +11,8 @@ import sys
 import time
 
 import pytest
-from helpers import ROOT, read_scalars, run_dirs, script_env
+import torch
+from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, script_env
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
 
@@ -86,3 +88,70 @@ def test_slurm_flags_reach_the_tasks(slurm, tmp_path):
         seen = sorted(line for line in log.read_text().splitlines() if line.startswith("seen"))
         # --slurm-ntasks 2: two processes; --slurm-total-cpus 2 shared by them: one CPU and one thread each
         assert seen == ["seen 2 1 1 1 0", "seen 2 1 1 1 1"], log.read_text()
+
+
+# 80 iterations of ppo.py, about half a minute here: long enough to be stopped twice in the middle.
+PPO_RUN = ["--no-cuda", "--total-timesteps", "40960", "--num-envs", "4", "--num-steps", "128"]
+
+
+def checkpointed_iteration(cwd):
+    """The iteration of the newest checkpoint of the one run under cwd/runs (0 before its first)."""
+    states = list((cwd / "runs").glob("*/checkpoint.json"))
+    return json.loads(states[0].read_text())["iteration"] if states else 0
+
+
+def wait_until(condition, timeout=240, what="the condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def state_of(task):
+    out = subprocess.run(["scontrol", "-o", "show", "job", task], capture_output=True, text=True).stdout
+    return dict(re.findall(r"(\w+)=(\S+)", out)).get("JobState")
+
+
+def release(task):
+    """A requeued task waits for a begin time Slurm sets a little ahead; start it soon after it is queued again (not
+    within the second its previous start's credential was revoked in, which slurmd would refuse)."""
+    wait_until(lambda: state_of(task) == "PENDING", what=f"{task} to be queued again")
+    time.sleep(2)
+    subprocess.run(["scontrol", "update", f"jobid={task}", "starttime=now"], check=True, capture_output=True)
+
+
+def test_a_requeued_task_continues_its_run_bitwise(slurm, tmp_path):
+    """A task requeued outright (scontrol requeue, as a preemption does), then one stopped by the signal the template
+    asks for before the time limit (SIGUSR1), each continue the run from its checkpoint; the run logs what the run
+    that never stopped logs, bitwise, and its saved model holds the same tensors."""
+    plain, queued = tmp_path / "plain", tmp_path / "queued"
+    plain.mkdir()
+    queued.mkdir()
+    flags = [*PPO_RUN, "--save-model", "--env-id", "CartPole-v1", "--seed", "1"]
+    subprocess.run([sys.executable, ROOT / "cleanrl" / "ppo.py", *flags], cwd=plain, env=script_env(), check=True)
+    command = f"python {ROOT / 'cleanrl' / 'ppo.py'} {' '.join(PPO_RUN)} --save-model"
+    args = ["--env-ids", "CartPole-v1", "--num-seeds", "1", "--workers", "1", "--checkpoint-every", "1"]
+    job_id = submit(*args, "--command", command, cwd=queued)
+    task = f"{job_id}_0"
+
+    first = wait_until(lambda: checkpointed_iteration(queued) >= 5, what="the 5th checkpoint")
+    subprocess.run(["scontrol", "requeue", task], check=True)
+    release(task)
+    wait_until(lambda: checkpointed_iteration(queued) >= first + 10, what="10 more checkpoints after the requeue")
+    subprocess.run(["scancel", "--signal=USR1", task], check=True)
+    release(task)
+    assert wait_for(job_id, 1) == {0: ("COMPLETED", "0:0")}
+
+    [log] = (queued / "slurm" / "logs").glob("*.log")
+    text = log.read_text()
+    assert text.count("benchmark: continued") == 2, text
+    assert "stopped by a signal after its checkpoint: queued again" in text
+    [plain_run] = run_dirs(plain)
+    [queued_run] = run_dirs(queued)
+    assert_same_scalars(plain_run, queued_run)
+    saved = [torch.load(run / "ppo.cleanrl_model") for run in (plain_run, queued_run)]
+    assert saved[0].keys() == saved[1].keys()
+    assert all(torch.equal(saved[0][name], saved[1][name]) for name in saved[0])

@@ -310,6 +310,16 @@ def test_hopper_resumes_bitwise(tmp_path):
     assert state["envs"]["base"]["envs"][0]["base"]["engine"] == "mujoco"
 
 
+DM_CARTPOLE = ("--env-id", "dm_control/cartpole-balance-v0", "--num-envs", "1", "--num-steps", "64")
+DM_CARTPOLE += ("--num-minibatches", "2", "--total-timesteps", "640")
+
+
+def test_dm_control_resumes_bitwise(tmp_path):
+    """dm_control through shimmy: its environment, physics included, pickles whole with the wrappers' state."""
+    run_dir = resume_bitwise("ppo_continuous_action.py", DM_CARTPOLE, tmp_path, "ppo_continuous_action.cleanrl_model")
+    assert checkpoint.read(run_dir / checkpoint.FILE)["envs_lost"] is None
+
+
 # ---- ppo_atari.py, ALE ---------------------------------------------------------------------------------------------
 
 BREAKOUT = ("--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1280")

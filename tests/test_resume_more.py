@@ -1,0 +1,164 @@
+"""--checkpoint-every and --resume where a run is more than one process and one vector environment (CONVENTIONS §7,
+cleanrl_utils/checkpoint.py): ppo_atari_multigpu.py under torchrun, killed with SIGKILL after its second complete
+checkpoint and resumed, logs bitwise what the run that never stopped logs, and every process goes on bitwise from
+its own part; ppo_pettingzoo_ma_atari.py and ppo_continuous_action_isaacgym.py (on its stand-in) resume as
+tests/test_resume.py's scripts do."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from helpers import SCRIPTS, only_run_dir
+from test_resume import assert_same_run, env, tensors, tree
+
+from cleanrl_utils import checkpoint
+
+
+def equal(first, second):
+    """Two saved states (nested dicts, lists, tuples, tensors, arrays, numbers) are equal, bit for bit."""
+    first_tensors, second_tensors = tensors(first), tensors(second)
+    assert first_tensors.keys() == second_tensors.keys()
+    return all(torch.equal(first_tensors[name], second_tensors[name]) for name in first_tensors)
+
+
+def same_random(first, second):
+    """Two captures of the random generators (checkpoint.capture_random) are the same."""
+    numpy_first, numpy_second = first["numpy"], second["numpy"]
+    same_numpy = all(np.array_equal(a, b) for a, b in zip(numpy_first, numpy_second, strict=True))
+    same_cuda = first["cuda"] is None and second["cuda"] is None
+    return (
+        first["python"] == second["python"]
+        and same_numpy
+        and torch.equal(first["torch"], second["torch"])
+        and same_cuda
+    )
+
+
+def launch(command, cwd, environment):
+    """Starts `command` in its own process group (torchrun and its workers), its output discarded."""
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def children(pid):
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def kill_all(proc):
+    """SIGKILL to `proc`'s process group and to those of its children: torchrun starts each worker in a session of
+    its own, which a kill of torchrun's group would leave running (a cluster's kill takes them all)."""
+    for child in children(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def killed_after_second_checkpoint(command, cwd, environment, timeout=300):
+    """Runs `command` (with --checkpoint-every 1) and kills it and its workers with SIGKILL once its
+    checkpoint.pt names iteration 2 or later; returns the run folder and that iteration."""
+    proc = launch(command, cwd, environment)
+    seen = None
+    deadline = time.monotonic() + timeout
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            found = list((Path(cwd) / "runs").rglob(checkpoint.FILE)) if (Path(cwd) / "runs").exists() else []
+            if found and os.stat(found[0]).st_ino != seen:  # a new checkpoint was renamed into place
+                seen = os.stat(found[0]).st_ino
+                if checkpoint.read(found[0])["iteration"] >= 2:
+                    kill_all(proc)
+                    state = checkpoint.read(found[0])
+                    assert state["iteration"] < state["args"]["num_iterations"], "the run finished before the kill"
+                    return found[0].parent, state["iteration"]
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None:
+            kill_all(proc)
+    raise AssertionError(f"{command[1:3]} ended (exit {proc.returncode}) or timed out before its second checkpoint")
+
+
+def run(command, cwd, environment, timeout=300):
+    proc = subprocess.run(
+        command, cwd=cwd, env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+# ---- ppo_atari_multigpu.py: two processes under torchrun, on the CPU with gloo ------------------------------------
+
+# Per process: two environments of 128 steps an iteration; 2 processes x 2 x 128 = 512 steps, 4 iterations.
+MULTIGPU = ("--total-timesteps", "2048", "--local-num-envs", "2", "--num-steps", "128")
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2")
+
+
+def test_two_processes_resume_bitwise(tmp_path):
+    """Each process's ALE games, frame stacks, lives, random generators, next_obs and next_done come back from its own
+    part; the learner, the same in every process, from checkpoint.pt. A kill of the whole torchrun group leaves
+    checkpoint.pt naming an iteration whose parts are all on disk; the resumed run's scalars, its learner and rank 1's
+    state at the end are the uninterrupted run's, bit for bit."""
+    environment = env()
+    command = [sys.executable, *TORCHRUN, str(SCRIPTS / "ppo_atari_multigpu.py"), *MULTIGPU]
+    (tmp_path / "uninterrupted").mkdir()
+    (tmp_path / "stopped").mkdir()
+    run([*command, "--checkpoint-every", "1000"], tmp_path / "uninterrupted", environment)
+    run_dir, iteration = killed_after_second_checkpoint(
+        [*command, "--checkpoint-every", "1"], tmp_path / "stopped", environment
+    )
+    # rank 1's part missing: rank 0 says so in one line, and nothing is written
+    part = run_dir / f"checkpoint-rank1-iteration{iteration}.pt"
+    part.rename(tmp_path / part.name)
+    before = tree(tmp_path / "stopped")
+    resume = [*command, "--checkpoint-every", "1", "--resume", str(run_dir)]
+    proc = subprocess.run(
+        resume, cwd=tmp_path / "stopped", env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode != 0
+    assert (
+        proc.stderr.count(
+            f"ppo_atari_multigpu.py: error: --resume: cannot read {part.relative_to(tmp_path / 'stopped')}"
+        )
+        == 1
+    )
+    assert tree(tmp_path / "stopped") == before
+    (tmp_path / part.name).rename(part)
+    proc = run(resume, tmp_path / "stopped", environment)
+    assert proc.stdout.count(f"resumed runs/{run_dir.name} at iteration {iteration},") == 1  # rank 0 alone says it
+    assert only_run_dir(tmp_path / "stopped") == run_dir
+    uninterrupted = only_run_dir(tmp_path / "uninterrupted")
+    assert_same_run(uninterrupted, run_dir)
+    first, second = (checkpoint.read(folder / checkpoint.FILE) for folder in (uninterrupted, run_dir))
+    assert first["iteration"] == second["iteration"] == 4
+    for part in ("agent", "optimizer", "next_obs", "next_done"):
+        assert equal(first[part], second[part]), part
+    assert same_random(first["random"], second["random"])
+    first, second = (checkpoint.read(folder / "checkpoint-rank1-iteration4.pt") for folder in (uninterrupted, run_dir))
+    for part in ("next_obs", "next_done"):
+        assert torch.equal(first[part], second[part]), part
+    assert same_random(first["random"], second["random"])
+    assert second["envs"]["base"]["envs"][0]["base"]["engine"] == "ale"
+    # only the parts of the iteration checkpoint.pt names are kept
+    names = {p.name for p in run_dir.glob("checkpoint*")}
+    assert names == {checkpoint.STATE_FILE, checkpoint.FILE, "checkpoint-rank1-iteration4.pt"}

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import test_resume
 import torch
-from helpers import SCRIPTS, only_run_dir
+from helpers import ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, script_env
 from test_resume import assert_same_run, env, tensors, tree
 
 from cleanrl_utils import checkpoint
@@ -162,3 +163,44 @@ def test_two_processes_resume_bitwise(tmp_path):
     # only the parts of the iteration checkpoint.pt names are kept
     names = {p.name for p in run_dir.glob("checkpoint*")}
     assert names == {checkpoint.STATE_FILE, checkpoint.FILE, "checkpoint-rank1-iteration4.pt"}
+
+
+def assert_learner_exact(script, run_dir, proc, env_id, lost, seed, iterations, batch, updates):
+    """The resumed run said in one line that the environments restart, seeded with `seed`; it logged every step once
+    and in order, each iteration's losses and learning rate once, annealed on from the checkpoint; its optimizer went
+    on from the saved one (`updates` Adam steps an iteration, counted over the whole run)."""
+    notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
+    assert notice == [
+        f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart (seeded with --seed and the "
+        f"iteration, {seed}); the learner goes on exactly"
+    ]
+    scalars = read_scalars(run_dir)
+    for tag, points in scalars.items():
+        assert [step for step, _ in points] == sorted(step for step, _ in points), tag
+    for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # once per iteration
+        assert [step for step, _ in scalars[tag]] == [batch * (i + 1) for i in range(iterations)], tag
+    rates = [rate for _, rate in scalars["charts/learning_rate"]]
+    assert rates == sorted(rates, reverse=True) and len(set(rates)) == iterations
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert state["iteration"] == iterations and state["envs"] is None
+    assert all(int(s["step"]) == iterations * updates for s in state["optimizer"]["state"].values())
+
+
+# ---- ppo_pettingzoo_ma_atari.py: SuperSuit's wrappers over PettingZoo's multi-agent ALE ----------------------------
+
+# One game of Pong, two players; every game ends after 50 agent steps (tests/pettingzoo_short_games), 6 iterations.
+PONG = ("--env-id", "pong_v3", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", str(2 * 32 * 6))
+
+
+def test_pettingzoo_resumes_the_learner_and_restarts_the_games(tmp_path):
+    """SuperSuit keeps its state (frame stacks, max-pooled frames, the AEC/parallel conversions' buffers) in objects
+    of classes local to its wrapper functions, down a chain of some 15 conversions per game, beyond the wrappers'
+    capture: the learner goes on exactly and the games restart."""
+    short_games = script_env(PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'pettingzoo_short_games'}")
+    script = "ppo_pettingzoo_ma_atari.py"
+    run_dir, iteration = test_resume.killed_after_second_checkpoint(script, PONG, tmp_path, short_games)
+    proc = run_script(script, *PONG, "--resume", run_dir, cwd=tmp_path, env=short_games)
+    lost = "ConcatVecEnv.vec_envs"
+    assert_learner_exact(script, run_dir, proc, "pong_v3", lost, 1 + 2 * iteration, 6, 64, 4 * 4)
+    episodes = read_scalars(run_dir)["charts/episodic_length-player0"]
+    assert episodes and all(length == 50 for _, length in episodes)

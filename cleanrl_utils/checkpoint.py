@@ -46,6 +46,7 @@ are purged (purge_step). W&B, under --track, continues the same run (its id, res
 import contextlib
 import dataclasses
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -232,13 +233,15 @@ class Checkpoints:
             restore_envs(envs, state["envs"])
         else:
             seed = self.args.seed + envs.num_envs * state["iteration"]
+            parameters = inspect.signature(envs.reset).parameters.values()
+            seeded = any(p.name == "seed" or p.kind == p.VAR_KEYWORD for p in parameters)  # Isaac Gym: seeded when made
+            how = f"seeded with --seed and the iteration, {seed}" if seeded else "as made, with --seed"
             print(
-                f"{self.script}: {state['envs_lost']}: the environments restart (seeded with --seed and the "
-                f"iteration, {seed}); the learner goes on exactly",
+                f"{self.script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly",
                 flush=True,
             )
-            obs, _ = envs.reset(seed=seed)
-            next_obs = torch.Tensor(obs).to(device)
+            obs = envs.reset(seed=seed)[0] if seeded else envs.reset()
+            next_obs = torch.as_tensor(obs, dtype=torch.float32, device=device)
             next_done = torch.zeros_like(next_done)
         restore_random(state["random"])
         start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far

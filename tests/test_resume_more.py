@@ -165,15 +165,13 @@ def test_two_processes_resume_bitwise(tmp_path):
     assert names == {checkpoint.STATE_FILE, checkpoint.FILE, "checkpoint-rank1-iteration4.pt"}
 
 
-def assert_learner_exact(script, run_dir, proc, env_id, lost, seed, iterations, batch, updates):
-    """The resumed run said in one line that the environments restart, seeded with `seed`; it logged every step once
+def assert_learner_exact(script, run_dir, proc, how, iterations, batch, updates):
+    """The resumed run said in one line that the environments restart (`how`); it logged every step once
     and in order, each iteration's losses and learning rate once, annealed on from the checkpoint; its optimizer went
     on from the saved one (`updates` Adam steps an iteration, counted over the whole run)."""
+    state = checkpoint.read(run_dir / checkpoint.FILE)
     notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
-    assert notice == [
-        f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart (seeded with --seed and the "
-        f"iteration, {seed}); the learner goes on exactly"
-    ]
+    assert notice == [f"{script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly"]
     scalars = read_scalars(run_dir)
     for tag, points in scalars.items():
         assert [step for step, _ in points] == sorted(step for step, _ in points), tag
@@ -181,7 +179,6 @@ def assert_learner_exact(script, run_dir, proc, env_id, lost, seed, iterations, 
         assert [step for step, _ in scalars[tag]] == [batch * (i + 1) for i in range(iterations)], tag
     rates = [rate for _, rate in scalars["charts/learning_rate"]]
     assert rates == sorted(rates, reverse=True) and len(set(rates)) == iterations
-    state = checkpoint.read(run_dir / checkpoint.FILE)
     assert state["iteration"] == iterations and state["envs"] is None
     assert all(int(s["step"]) == iterations * updates for s in state["optimizer"]["state"].values())
 
@@ -200,7 +197,50 @@ def test_pettingzoo_resumes_the_learner_and_restarts_the_games(tmp_path):
     script = "ppo_pettingzoo_ma_atari.py"
     run_dir, iteration = test_resume.killed_after_second_checkpoint(script, PONG, tmp_path, short_games)
     proc = run_script(script, *PONG, "--resume", run_dir, cwd=tmp_path, env=short_games)
-    lost = "ConcatVecEnv.vec_envs"
-    assert_learner_exact(script, run_dir, proc, "pong_v3", lost, 1 + 2 * iteration, 6, 64, 4 * 4)
+    assert (
+        checkpoint.read(run_dir / checkpoint.FILE)["envs_lost"]
+        == "pong_v3's state cannot be saved (ConcatVecEnv.vec_envs)"
+    )
+    how = f"seeded with --seed and the iteration, {1 + 2 * iteration}"
+    assert_learner_exact(script, run_dir, proc, how, 6, 64, 4 * 4)
     episodes = read_scalars(run_dir)["charts/episodic_length-player0"]
     assert episodes and all(length == 50 for _, length in episodes)
+
+
+# ---- ppo_continuous_action_isaacgym.py, on the stand-in for IsaacGymEnvs ------------------------------------------
+
+# 12 iterations of 64 environments x 16 steps of the task whose episodes are known in advance
+ISAACGYM = (
+    "--env-id",
+    "FixedEpisodes",
+    "--num-envs",
+    "64",
+    "--num-steps",
+    "16",
+    "--total-timesteps",
+    str(64 * 16 * 12),
+)
+
+
+def test_isaacgym_resumes_the_learner_and_restarts_the_simulation(tmp_path):
+    """Isaac Gym simulates on the GPU, out of reach: stopped by SIGUSR1 after an iteration's checkpoint, the run goes
+    on with the learner as it was and a simulation made anew, which it says in one line."""
+    script = "ppo_continuous_action_isaacgym.py"
+    standin = script_env(PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'isaacgym_standin'}")
+    args = (*ISAACGYM, "--no-cuda", "--anneal-lr", "--checkpoint-every", "1000")  # annealed: it shows the iteration
+    command = [sys.executable, SCRIPTS / script, *args]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=standin, stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the first progress line: the loop has started
+        if line.startswith("["):
+            break
+    proc.send_signal(signal.SIGUSR1)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == checkpoint.STOPPED, out
+    run_dir = only_run_dir(tmp_path)
+    saved = checkpoint.read(run_dir / checkpoint.FILE)
+    iteration = saved["iteration"]
+    assert 1 <= iteration < 12 and saved["envs"] is None
+    assert saved["envs_lost"] == "FixedEpisodes's state cannot be saved (RecordEpisodeStatisticsTorch's environments)"
+    resumed = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=standin)
+    assert f"resumed runs/{run_dir.name} at iteration {iteration}," in resumed.stdout
+    assert_learner_exact(script, run_dir, resumed, "as made, with --seed", 12, 64 * 16, 2 * 4)

@@ -54,6 +54,10 @@ class Args:
     """whether to upload the saved model to huggingface (needs --save-model)"""
     hf_entity: str = ""
     """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    checkpoint_every: int = 0
+    """write a checkpoint into the run folder every N iterations (0: never)"""
+    resume: str | None = None
+    """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
@@ -261,11 +265,13 @@ if __name__ == "__main__":
     problem = check_args(args)
     if problem:
         fail(problem)
-    if args.upload_model:
-        try:
+    try:  # what is not training comes from this project's cleanrl_utils, imported only when asked for
+        if args.upload_model:
             from cleanrl_utils.huggingface import push_to_hub
-        except ModuleNotFoundError as e:
-            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
+        if args.checkpoint_every or args.resume:
+            from cleanrl_utils import checkpoint
+    except ModuleNotFoundError as e:
+        fail(f"{e.name} is missing: run `pip install -e .` in a clone of this project")
     args.num_envs = int(args.local_num_envs * args.world_size)
     args.local_batch_size = int(args.local_num_envs * args.num_steps)
     args.local_minibatch_size = int(args.local_batch_size // args.num_minibatches)
@@ -273,6 +279,8 @@ if __name__ == "__main__":
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
+        run_name = checkpoint.begin(args, __file__, run_name)
 
     # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
     try:
@@ -291,6 +299,7 @@ if __name__ == "__main__":
         needs = "Discrete actions and Box observations"
         fail(f"{args.env_id} has {has}; this script needs {needs}: use ppo_continuous_action.py instead")
 
+    writer = None
     if args.track and rank == 0:  # only rank 0 writes: Weights & Biases, TensorBoard, videos and the saved model
         import wandb
 
@@ -351,8 +360,11 @@ if __name__ == "__main__":
     next_obs, _ = envs.reset(seed=env_seed)
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.local_num_envs).to(device)
+    first_iteration = 1
+    if args.resume:
+        first_iteration, global_step, start_time, next_obs, next_done = checkpoint.restore(envs, agent, optimizer)
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(first_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -488,7 +500,9 @@ if __name__ == "__main__":
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
-        if rank != 0:
+        if rank != 0:  # the other processes log nothing; their checkpoint goes with rank 0's, of the same iteration
+            if args.checkpoint_every or args.resume:
+                checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
             continue
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes (rank 0's losses, all processes' steps)
@@ -508,6 +522,8 @@ if __name__ == "__main__":
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
+        if args.checkpoint_every or args.resume:  # every --checkpoint-every iterations, the last one, and on a signal
+            checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
 
     if args.save_model and rank == 0:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"

@@ -48,6 +48,10 @@ class Args:
     """whether to upload the saved model to huggingface (needs --save-model)"""
     hf_entity: str = ""
     """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    checkpoint_every: int = 0
+    """write a checkpoint into the run folder every N iterations (0: never)"""
+    resume: str | None = None
+    """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
     # Algorithm specific arguments
     env_id: str = "Ant"
@@ -302,15 +306,19 @@ if __name__ == "__main__":
     problem = check_args(args)
     if problem:
         fail(problem)
-    if args.upload_model:
-        try:
+    try:  # what is not training comes from this project's cleanrl_utils, imported only when asked for
+        if args.upload_model:
             from cleanrl_utils.huggingface import push_to_hub
-        except ModuleNotFoundError as e:
-            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
+        if args.checkpoint_every or args.resume:
+            from cleanrl_utils import checkpoint
+    except ModuleNotFoundError as e:
+        fail(f"{e.name} is missing: run `pip install -e .` in a clone of this project")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
+        run_name = checkpoint.begin(args, __file__, run_name)
 
     # TRY NOT TO MODIFY: seeding (before the task is made, as in the reference: its making may draw from torch)
     random.seed(args.seed)
@@ -371,8 +379,11 @@ if __name__ == "__main__":
     recent_returns = deque(maxlen=100)
     next_obs = envs.reset()
     next_done = torch.zeros(args.num_envs).to(device)
+    first_iteration = 1
+    if args.resume:
+        first_iteration, global_step, start_time, next_obs, next_done = checkpoint.restore(envs, agent, optimizer)
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(first_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -505,6 +516,8 @@ if __name__ == "__main__":
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
+        if args.checkpoint_every or args.resume:  # every --checkpoint-every iterations, the last one, and on a signal
+            checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"

@@ -43,8 +43,10 @@ be the checkpoint's. TensorBoard gets one curve per tag: the points logged after
 are purged (purge_step). W&B, under --track, continues the same run (its id, resume="allow").
 """
 
+import contextlib
 import dataclasses
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -170,11 +172,14 @@ class Checkpoints:
         self.run_name = run_name
         self.path = Path("runs", run_name, FILE)
         if self.state is not None:
-            # one curve per tag: what the stopped run logged after its checkpoint is dropped (TensorBoard reads this
-            # file before the resumed run's own, which is named after it)
-            from torch.utils.tensorboard import SummaryWriter
+            self.purge_logs()
 
-            SummaryWriter(f"runs/{run_name}", purge_step=self.state["global_step"] + 1).close()
+    def purge_logs(self):
+        """One curve per tag: what the stopped run logged after its checkpoint is dropped (TensorBoard reads the
+        file written here before the resumed run's own, which is named after it)."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        SummaryWriter(f"runs/{self.run_name}", purge_step=self.state["global_step"] + 1).close()
 
     def fail(self, message):
         print(f"{self.script}: error: {message}", file=sys.stderr)
@@ -228,13 +233,15 @@ class Checkpoints:
             restore_envs(envs, state["envs"])
         else:
             seed = self.args.seed + envs.num_envs * state["iteration"]
+            parameters = inspect.signature(envs.reset).parameters.values()
+            seeded = any(p.name == "seed" or p.kind == p.VAR_KEYWORD for p in parameters)  # Isaac Gym: seeded when made
+            how = f"seeded with --seed and the iteration, {seed}" if seeded else "as made, with --seed"
             print(
-                f"{self.script}: {state['envs_lost']}: the environments restart (seeded with --seed and the "
-                f"iteration, {seed}); the learner goes on exactly",
+                f"{self.script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly",
                 flush=True,
             )
-            obs, _ = envs.reset(seed=seed)
-            next_obs = torch.Tensor(obs).to(device)
+            obs = envs.reset(seed=seed)[0] if seeded else envs.reset()
+            next_obs = torch.as_tensor(obs, dtype=torch.float32, device=device)
             next_done = torch.zeros_like(next_done)
         restore_random(state["random"])
         start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
@@ -298,7 +305,8 @@ def begin(args, script, run_name):
     the run's checkpoint (or ends the program with one line on stderr and exit status 2); SIGUSR1 and SIGTERM then
     stop the run at the end of an iteration, after a checkpoint. Returns the run's name: with --resume, the name of
     the run it goes on with."""
-    run = Checkpoints(args, script, run_name)
+    several = getattr(args, "world_size", 1) > 1  # a run in several processes (torchrun): ProcessCheckpoints
+    run = (ProcessCheckpoints if several else Checkpoints)(args, script, run_name)
     RUN[:] = [run]
     for signum in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(signum, run.ask_to_stop)
@@ -435,3 +443,92 @@ def restore_envs(env, saved):
         env.venv.env.set_state(base["engine_state"])
     for sub_env, sub_state in zip(getattr(env, "envs", []), base.get("envs", []), strict=True):
         restore_envs(sub_env, sub_state)
+
+
+# ---- several processes, PettingZoo, Isaac Gym ----------------------------------------------------------------------
+
+
+class ProcessCheckpoints(Checkpoints):
+    """The checkpoints of one process of a run in several (torchrun, ppo_atari_multigpu.py). The learner is the same in
+    every process; each process has its own environments, random generators, next_obs and next_done.
+
+    Every process calls `save` at the end of every iteration (the first call agrees on rank 0's run name, every call
+    on whether a signal asked any of them to stop, so that all stop after the same iteration). Where a checkpoint is
+    due, each process but rank 0 writes its own part, `checkpoint-rank{r}-iteration{i}.pt` (written, then renamed);
+    once all have (a barrier), rank 0 writes `checkpoint.pt`, its own state and the learner's, which names the
+    iteration all processes completed, then `checkpoint.json`, and removes the parts of other iterations. A kill at
+    any moment leaves `checkpoint.pt` naming an iteration whose parts are all there; --resume reads it in every
+    process, and each process but rank 0 its own part of that iteration. The run folder must be on a filesystem that
+    every process sees (one machine, or a shared one)."""
+
+    def __init__(self, args, script, run_name):
+        self.rank = int(os.getenv("RANK", "0"))
+        self.agreed = False
+        super().__init__(args, script, run_name)
+        if self.state is None:
+            return
+        iteration = self.state["iteration"]
+        try:  # every process checks every part, so that rank 0 alone says what is wrong
+            parts = {rank: read(self.part_path(iteration, rank)) for rank in range(1, self.args.world_size)}
+        except BadCheckpoint as e:
+            self.fail(f"--resume: {e}")
+        if self.rank != 0:
+            self.state.update(parts[self.rank])
+        if self.rank == 0:  # rank 0 alone logs; once the checkpoint is known whole
+            super().purge_logs()
+
+    def fail(self, message):
+        """Every process finds the same error in the flags or the checkpoint: rank 0 alone says it."""
+        if self.rank == 0:
+            super().fail(message)
+        sys.exit(2)
+
+    def purge_logs(self):
+        """Done once the parts are checked (__init__)."""
+
+    def part_path(self, iteration, rank=None):
+        rank = self.rank if rank is None else rank
+        return self.path.with_name(f"checkpoint-rank{rank}-iteration{iteration}.pt")
+
+    def restore(self, envs, agent, optimizer, *carried):
+        if self.rank == 0:
+            return super().restore(envs, agent, optimizer, *carried)
+        with contextlib.redirect_stdout(io.StringIO()):  # rank 0 alone says what it does
+            return super().restore(envs, agent, optimizer, *carried)
+
+    def save(self, iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
+        import torch.distributed as dist
+
+        everyone = [None] * self.args.world_size
+        dist.all_gather_object(everyone, (self.run_name, self.stop_signal))
+        if not self.agreed:  # a fresh run's name: each process made its own from the clock; rank 0's it is
+            self.agreed = True
+            self.run_name = everyone[0][0]
+            self.path = Path("runs", self.run_name, FILE)
+        self.stop_signal = max((signum for _, signum in everyone if signum), default=None)
+        every = self.args.checkpoint_every
+        due = every and iteration % every == 0 or iteration == self.args.num_iterations
+        if not (due or self.stop_signal):
+            return
+        if self.rank != 0:
+            env_state, lost = capture_envs(envs, self.args.env_id)
+            part = {
+                "iteration": iteration,
+                "next_obs": next_obs.cpu(),
+                "next_done": next_done.cpu(),
+                "carried": [tensor.cpu() for tensor in tensors(carried)],
+                "random": capture_random(),
+                "envs": env_state,
+                "envs_lost": lost,
+            }
+            write(part, self.part_path(iteration))
+        dist.barrier()  # every part of this iteration is on disk: rank 0 names it complete
+        if self.rank == 0:
+            super().save(
+                iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried
+            )
+            for stale in self.path.parent.glob("checkpoint-rank*-iteration*.pt"):
+                if not stale.name.endswith(f"-iteration{iteration}.pt"):
+                    stale.unlink(missing_ok=True)
+        elif self.stop_signal and iteration < self.args.num_iterations:
+            sys.exit(STOPPED)

@@ -227,34 +227,58 @@ class Checkpoints:
         if state["envs"] is not None:
             restore_envs(envs, state["envs"])
         else:
-            seed = self.args.seed + envs.num_envs * state["iteration"]
-            print(
-                f"{self.script}: {state['envs_lost']}: the environments restart (seeded with --seed and the "
-                f"iteration, {seed}); the learner goes on exactly",
-                flush=True,
-            )
-            obs, _ = envs.reset(seed=seed)
-            next_obs = torch.Tensor(obs).to(device)
+            next_obs = torch.Tensor(self.restart_envs(envs)).to(device)
             next_done = torch.zeros_like(next_done)
         restore_random(state["random"])
         start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
         print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
         return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
 
+    def restart_envs(self, envs):
+        """Where the checkpoint holds no environment state: the environments restart, seeded from the seed and the
+        iteration, and the run says so in one line; returns their first observations."""
+        state = self.state
+        seed = self.args.seed + envs.num_envs * state["iteration"]
+        print(
+            f"{self.script}: {state['envs_lost']}: the environments restart (seeded with --seed and the "
+            f"iteration, {seed}); the learner goes on exactly",
+            flush=True,
+        )
+        obs, _ = envs.reset(seed=seed)
+        return obs
+
     def save(self, iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
         """Writes a checkpoint every --checkpoint-every iterations, at the last one (which marks the run finished)
         and after a stop asked by a signal, then ends the program. What the writer holds goes to disk first: the
         checkpoint never runs ahead of the logs."""
-        every = self.args.checkpoint_every
-        due = every and iteration % every == 0 or iteration == self.args.num_iterations
-        if not (due or self.stop_signal):
+        if not self.due(iteration):
             return
-        writer.flush()
         env_state, lost = capture_envs(envs, self.args.env_id)
+        state = self.run_state(iteration, global_step, start_time, writer)
+        state.update(
+            agent=agent.state_dict(),
+            optimizer=optimizer.state_dict(),
+            next_obs=next_obs.cpu(),
+            next_done=next_done.cpu(),
+            carried=[tensor.cpu() for tensor in tensors(carried)],
+            random=capture_random(),
+            envs=env_state,
+            envs_lost=lost,
+        )
+        self.commit(state)
+
+    def due(self, iteration):
+        """Whether a checkpoint is due after `iteration`: every --checkpoint-every, the last one, after a signal."""
+        every = self.args.checkpoint_every
+        return every and iteration % every == 0 or iteration == self.args.num_iterations or bool(self.stop_signal)
+
+    def run_state(self, iteration, global_step, start_time, writer):
+        """What every checkpoint holds about the run, once what the writer holds is on disk."""
+        writer.flush()
         wandb = sys.modules.get("wandb")
         if wandb is not None and getattr(wandb, "run", None) is not None:
             self.wandb_id = wandb.run.id
-        state = {
+        return {
             "script": self.script,
             "run_name": self.run_name,
             "args": dict(vars(self.args)),
@@ -262,15 +286,12 @@ class Checkpoints:
             "iteration": iteration,
             "global_step": global_step,
             "elapsed": time.time() - start_time,
-            "agent": agent.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "next_obs": next_obs.cpu(),
-            "next_done": next_done.cpu(),
-            "carried": [tensor.cpu() for tensor in tensors(carried)],
-            "random": capture_random(),
-            "envs": env_state,
-            "envs_lost": lost,
         }
+
+    def commit(self, state):
+        """Writes the checkpoint `state` and checkpoint.json; after a stop asked by a signal, ends the program."""
+        iteration = state["iteration"]
+        global_step = state["global_step"]
         write(state, self.path)
         plain = {"script": self.script, "run_name": self.run_name, "argv": sys.argv[1:], "iteration": iteration}
         plain.update(num_iterations=self.args.num_iterations, global_step=global_step)
@@ -435,3 +456,61 @@ def restore_envs(env, saved):
         env.venv.env.set_state(base["engine_state"])
     for sub_env, sub_state in zip(getattr(env, "envs", []), base.get("envs", []), strict=True):
         restore_envs(sub_env, sub_state)
+
+
+# ---- JAX scripts ----------------------------------------------------------------------------------------------------
+# ppo_atari_envpool_xla_jax.py and its scan variant step EnvPool's environments inside XLA, whose state cannot be
+# captured: the learner resumes exactly and the environments restart (Checkpoints.restart_envs). The learner is what
+# the loop carries in JAX arrays: the TrainState (parameters, the optimizer's state and its step counts, from which
+# optax's schedule anneals the learning rate), the PRNG key and the episode statistics. JAX's arrays are immutable:
+# restore_jax returns them anew. The checkpoint holds them as NumPy arrays named by their path in the tree.
+
+# the episode statistics of the games under way, which restart with the environments (the last finished ones stay)
+UNDER_WAY = ("episode_returns", "episode_lengths")
+
+
+def restore_jax(envs, agent_state, key, episode_stats):
+    """With --resume: the checkpoint's learner in place of the freshly built one, the environments restarted;
+    returns the first iteration to run, global_step, start_time, next_obs, agent_state, key and episode_stats."""
+    import jax.numpy as jnp
+
+    run = RUN[0]
+    state = run.state
+    agent_state, key, episode_stats = from_named_arrays(state["agent"], (agent_state, key, episode_stats))
+    episode_stats = episode_stats.replace(**{name: jnp.zeros_like(getattr(episode_stats, name)) for name in UNDER_WAY})
+    next_obs = run.restart_envs(envs)
+    restore_random(state["random"])
+    start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
+    print(f"resumed {run.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
+    return state["iteration"] + 1, state["global_step"], start_time, next_obs, agent_state, key, episode_stats
+
+
+def save_jax(iteration, global_step, start_time, writer, envs, agent_state, key, episode_stats):
+    """At the end of each iteration: a checkpoint of the learner where one is due (as Checkpoints.save)."""
+    run = RUN[0]
+    if not run.due(iteration):
+        return
+    _, lost = capture_envs(envs, run.args.env_id)
+    state = run.run_state(iteration, int(global_step), start_time, writer)  # global_step: a JAX array after a rollout
+    state.update(agent=named_arrays((agent_state, key, episode_stats)), random=capture_random(), envs=None)
+    state["envs_lost"] = lost or f"{run.args.env_id}'s state lives in XLA"
+    run.commit(state)
+
+
+def named_arrays(tree):
+    """{path: NumPy array} of every leaf of a JAX tree, copied from the device."""
+    import jax
+
+    leaves, _ = jax.tree_util.tree_flatten_with_path(jax.device_get(tree))
+    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def from_named_arrays(saved, like):
+    """The tree `like` with every leaf the array `named_arrays` saved at its path, bit for bit."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, structure = jax.tree_util.tree_flatten_with_path(like)
+    paths = [jax.tree_util.keystr(path) for path, _ in leaves]
+    assert sorted(paths) == sorted(saved), "the checkpoint's learner is not this script's"
+    return jax.tree_util.tree_unflatten(structure, [jnp.asarray(saved[path]) for path in paths])

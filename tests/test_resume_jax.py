@@ -100,8 +100,9 @@ def test_restore_jax_gives_back_the_saved_learner_bitwise(stopped_and_resumed, m
     assert {"[0].step", "[1]", "[2].returned_episode_returns"} <= restored.keys()
     assert any(path.startswith("[0].opt_state") for path in restored)
     under_way = {f"[2].{name}" for name in checkpoint.UNDER_WAY}
-    for path, array in restored.items():
-        expected = np.zeros_like(saved["agent"][path]) if path in under_way else saved["agent"][path]
+    for path, tensor in restored.items():
+        array, expected = tensor.numpy(), saved["agent"][path].numpy()
+        expected = np.zeros_like(expected) if path in under_way else expected
         assert array.dtype == expected.dtype and array.shape == expected.shape, path
         assert array.tobytes() == expected.tobytes(), path
 

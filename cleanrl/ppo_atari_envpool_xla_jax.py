@@ -52,6 +52,10 @@ class Args:
     """whether to upload the saved model to huggingface (needs --save-model)"""
     hf_entity: str = ""
     """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    checkpoint_every: int = 0
+    """write a checkpoint into the run folder every N iterations (0: never)"""
+    resume: str | None = None
+    """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -270,15 +274,19 @@ if __name__ == "__main__":
     problem = check_args(args)
     if problem:
         fail(problem)
-    if args.upload_model:
-        try:
+    try:  # what is not training comes from this project's cleanrl_utils, imported only when asked for
+        if args.upload_model:
             from cleanrl_utils.huggingface import push_to_hub
-        except ModuleNotFoundError as e:
-            fail(f"--upload-model needs {e.name}: run `pip install -e .` in a clone of this project")
+        if args.checkpoint_every or args.resume:
+            from cleanrl_utils import checkpoint
+    except ModuleNotFoundError as e:
+        fail(f"{e.name} is missing: run `pip install -e .` in a clone of this project")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
+        run_name = checkpoint.begin(args, __file__, run_name)
     if args.track:
         import wandb
 
@@ -517,6 +525,11 @@ if __name__ == "__main__":
     recent_returns = deque(maxlen=100)
     next_obs, _ = envs.reset()
     next_done = np.zeros(args.num_envs)
+    first_iteration = 1
+    if args.resume:
+        first_iteration, global_step, start_time, next_obs, agent_state, key, episode_stats = checkpoint.restore_jax(
+            envs, agent_state, key, episode_stats
+        )
 
     @jax.jit
     def rollout(agent_state, episode_stats, next_obs, next_done, storage, key, handle, global_step):
@@ -532,7 +545,7 @@ if __name__ == "__main__":
         episodes = jax.tree.map(lambda *stats: jnp.stack(stats), *episodes)
         return agent_state, episode_stats, next_obs, next_done, storage, key, handle, global_step, episodes
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(first_iteration, args.num_iterations + 1):
         iteration_time_start = time.time()
         agent_state, episode_stats, next_obs, next_done, storage, key, handle, global_step, episodes = rollout(
             agent_state, episode_stats, next_obs, next_done, storage, key, handle, global_step
@@ -579,6 +592,8 @@ if __name__ == "__main__":
             recent = f"{np.mean(recent_returns):.1f}" if recent_returns else "n/a"
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
+        if args.checkpoint_every or args.resume:  # every --checkpoint-every iterations, the last one, and on a signal
+            checkpoint.save_jax(iteration, global_step, start_time, writer, envs, agent_state, key, episode_stats)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"

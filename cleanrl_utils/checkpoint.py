@@ -232,36 +232,70 @@ class Checkpoints:
         if state["envs"] is not None:
             restore_envs(envs, state["envs"])
         else:
-            seed = self.args.seed + envs.num_envs * state["iteration"]
-            parameters = inspect.signature(envs.reset).parameters.values()
-            seeded = any(p.name == "seed" or p.kind == p.VAR_KEYWORD for p in parameters)  # Isaac Gym: seeded when made
-            how = f"seeded with --seed and the iteration, {seed}" if seeded else "as made, with --seed"
-            print(
-                f"{self.script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly",
-                flush=True,
-            )
-            obs = envs.reset(seed=seed)[0] if seeded else envs.reset()
-            next_obs = torch.as_tensor(obs, dtype=torch.float32, device=device)
+            next_obs = torch.as_tensor(self.restart_envs(envs), dtype=torch.float32, device=device)
             next_done = torch.zeros_like(next_done)
         restore_random(state["random"])
         start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
         print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
         return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
 
+    def restart_envs(self, envs):
+        """Where the checkpoint holds no environment state: the environments restart, seeded from the seed and the
+        iteration where their reset takes a seed, and the run says so in one line; returns their first observations.
+        EnvPool's reset accepts a seed and ignores it, and Isaac Gym's takes none: both are seeded only when made
+        (with --seed), so a resumed run of theirs is reproducible from the checkpoint all the same."""
+        state = self.state
+        seed = self.args.seed + envs.num_envs * state["iteration"]
+        parameters = inspect.signature(envs.reset).parameters.values()
+        seeded = any(p.name == "seed" or p.kind == p.VAR_KEYWORD for p in parameters)
+        if made_by_envpool(envs):
+            how = "EnvPool seeds them only when made: with --seed"
+        elif seeded:
+            how = f"seeded with --seed and the iteration, {seed}"
+        else:
+            how = "as made, with --seed"
+        print(
+            f"{self.script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly",
+            flush=True,
+        )
+        if seeded and not made_by_envpool(envs):
+            return envs.reset(seed=seed)[0]
+        if made_by_envpool(envs):
+            return envs.reset()[0]
+        return envs.reset()
+
     def save(self, iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
         """Writes a checkpoint every --checkpoint-every iterations, at the last one (which marks the run finished)
         and after a stop asked by a signal, then ends the program. What the writer holds goes to disk first: the
         checkpoint never runs ahead of the logs."""
-        every = self.args.checkpoint_every
-        due = every and iteration % every == 0 or iteration == self.args.num_iterations
-        if not (due or self.stop_signal):
+        if not self.due(iteration):
             return
-        writer.flush()
         env_state, lost = capture_envs(envs, self.args.env_id)
+        state = self.run_state(iteration, global_step, start_time, writer)
+        state.update(
+            agent=agent.state_dict(),
+            optimizer=optimizer.state_dict(),
+            next_obs=next_obs.cpu(),
+            next_done=next_done.cpu(),
+            carried=[tensor.cpu() for tensor in tensors(carried)],
+            random=capture_random(),
+            envs=env_state,
+            envs_lost=lost,
+        )
+        self.commit(state)
+
+    def due(self, iteration):
+        """Whether a checkpoint is due after `iteration`: every --checkpoint-every, the last one, after a signal."""
+        every = self.args.checkpoint_every
+        return every and iteration % every == 0 or iteration == self.args.num_iterations or bool(self.stop_signal)
+
+    def run_state(self, iteration, global_step, start_time, writer):
+        """What every checkpoint holds about the run, once what the writer holds is on disk."""
+        writer.flush()
         wandb = sys.modules.get("wandb")
         if wandb is not None and getattr(wandb, "run", None) is not None:
             self.wandb_id = wandb.run.id
-        state = {
+        return {
             "script": self.script,
             "run_name": self.run_name,
             "args": dict(vars(self.args)),
@@ -269,19 +303,17 @@ class Checkpoints:
             "iteration": iteration,
             "global_step": global_step,
             "elapsed": time.time() - start_time,
-            "agent": agent.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "next_obs": next_obs.cpu(),
-            "next_done": next_done.cpu(),
-            "carried": [tensor.cpu() for tensor in tensors(carried)],
-            "random": capture_random(),
-            "envs": env_state,
-            "envs_lost": lost,
         }
+
+    def commit(self, state):
+        """Writes the checkpoint `state` and checkpoint.json; after a stop asked by a signal, ends the program."""
+        iteration = state["iteration"]
+        global_step = state["global_step"]
         write(state, self.path)
         plain = {"script": self.script, "run_name": self.run_name, "argv": sys.argv[1:], "iteration": iteration}
         plain.update(num_iterations=self.args.num_iterations, global_step=global_step)
         write_whole([json.dumps(plain).encode()], self.path.with_name(STATE_FILE))
+        self.committed(iteration)
         if self.stop_signal and iteration < self.args.num_iterations:
             name = signal.Signals(self.stop_signal).name
             print(
@@ -290,6 +322,9 @@ class Checkpoints:
                 flush=True,
             )
             sys.exit(STOPPED)
+
+    def committed(self, iteration):
+        """Called once the checkpoint of `iteration` is on disk (ProcessCheckpoints removes older parts then)."""
 
     def ask_to_stop(self, signum, frame):
         """A signal handler: the run stops at the end of its iteration, after a checkpoint."""
@@ -322,6 +357,15 @@ def restore(envs, agent, optimizer, *carried):
 def save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
     """At the end of each iteration: a checkpoint where one is due (Checkpoints.save)."""
     RUN[0].save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried)
+
+
+def made_by_envpool(envs):
+    """Whether `envs` is an EnvPool environment, or wraps one."""
+    while envs is not None:
+        if type(envs).__module__.startswith("envpool"):
+            return True
+        envs = getattr(envs, "env", None)
+    return False
 
 
 def tensors(nested):
@@ -486,6 +530,12 @@ class ProcessCheckpoints(Checkpoints):
     def purge_logs(self):
         """Done once the parts are checked (__init__)."""
 
+    def committed(self, iteration):
+        """checkpoint.pt names `iteration`: the parts of other iterations are no longer needed."""
+        for stale in self.path.parent.glob("checkpoint-rank*-iteration*.pt"):
+            if not stale.name.endswith(f"-iteration{iteration}.pt"):
+                stale.unlink(missing_ok=True)
+
     def part_path(self, iteration, rank=None):
         rank = self.rank if rank is None else rank
         return self.path.with_name(f"checkpoint-rank{rank}-iteration{iteration}.pt")
@@ -527,8 +577,64 @@ class ProcessCheckpoints(Checkpoints):
             super().save(
                 iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried
             )
-            for stale in self.path.parent.glob("checkpoint-rank*-iteration*.pt"):
-                if not stale.name.endswith(f"-iteration{iteration}.pt"):
-                    stale.unlink(missing_ok=True)
         elif self.stop_signal and iteration < self.args.num_iterations:
             sys.exit(STOPPED)
+
+
+# ---- JAX scripts ----------------------------------------------------------------------------------------------------
+# ppo_atari_envpool_xla_jax.py and its scan variant step EnvPool's environments inside XLA, whose state cannot be
+# captured: the learner resumes exactly and the environments restart (Checkpoints.restart_envs). The learner is what
+# the loop carries in JAX arrays: the TrainState (parameters, the optimizer's state and its step counts, from which
+# optax's schedule anneals the learning rate), the PRNG key and the episode statistics. JAX's arrays are immutable:
+# restore_jax returns them anew. The checkpoint holds them as tensors named by their path in the tree (torch.save
+# stores a tensor's bytes as they are; a NumPy array it would pickle as text, a quarter larger).
+
+# the episode statistics of the games under way, which restart with the environments (the last finished ones stay)
+UNDER_WAY = ("episode_returns", "episode_lengths")
+
+
+def restore_jax(envs, agent_state, key, episode_stats):
+    """With --resume: the checkpoint's learner in place of the freshly built one, the environments restarted;
+    returns the first iteration to run, global_step, start_time, next_obs, agent_state, key and episode_stats."""
+    import jax.numpy as jnp
+
+    run = RUN[0]
+    state = run.state
+    agent_state, key, episode_stats = from_named_arrays(state["agent"], (agent_state, key, episode_stats))
+    episode_stats = episode_stats.replace(**{name: jnp.zeros_like(getattr(episode_stats, name)) for name in UNDER_WAY})
+    next_obs = run.restart_envs(envs)
+    restore_random(state["random"])
+    start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
+    print(f"resumed {run.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
+    return state["iteration"] + 1, state["global_step"], start_time, next_obs, agent_state, key, episode_stats
+
+
+def save_jax(iteration, global_step, start_time, writer, envs, agent_state, key, episode_stats):
+    """At the end of each iteration: a checkpoint of the learner where one is due (as Checkpoints.save)."""
+    run = RUN[0]
+    if not run.due(iteration):
+        return
+    _, lost = capture_envs(envs, run.args.env_id)
+    state = run.run_state(iteration, int(global_step), start_time, writer)  # global_step: a JAX array after a rollout
+    state.update(agent=named_arrays((agent_state, key, episode_stats)), random=capture_random(), envs=None)
+    state["envs_lost"] = lost or f"{run.args.env_id}'s state lives in XLA"
+    run.commit(state)
+
+
+def named_arrays(tree):
+    """{path: tensor} of every leaf of a JAX tree, copied from the device."""
+    import jax
+
+    leaves, _ = jax.tree_util.tree_flatten_with_path(jax.device_get(tree))
+    return {jax.tree_util.keystr(path): torch.from_numpy(np.array(leaf)) for path, leaf in leaves}
+
+
+def from_named_arrays(saved, like):
+    """The tree `like` with every leaf the array `named_arrays` saved at its path, bit for bit."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, structure = jax.tree_util.tree_flatten_with_path(like)
+    paths = [jax.tree_util.keystr(path) for path, _ in leaves]
+    assert sorted(paths) == sorted(saved), "the checkpoint's learner is not this script's"
+    return jax.tree_util.tree_unflatten(structure, [jnp.asarray(saved[path].numpy()) for path in paths])

@@ -362,7 +362,7 @@ def save(iteration, global_step, start_time, writer, envs, agent, optimizer, nex
 def made_by_envpool(envs):
     """Whether `envs` is an EnvPool environment, or wraps one."""
     while envs is not None:
-        if type(envs).__module__.startswith("envpool"):
+        if any(cls.__module__.startswith("envpool.") for cls in type(envs).__mro__):
             return True
         envs = getattr(envs, "env", None)
     return False

@@ -365,9 +365,12 @@ def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_s
     assert state["envs"] is None and state["envs_lost"] == f"{env_id}'s state cannot be saved ({lost})"
     proc = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=env())
     notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
+    # EnvPool accepts a seed in reset and ignores it: its games are seeded only when made, with --seed
+    how = "EnvPool seeds them only when made: with --seed" if script == "ppo_atari_envpool.py" else None
+    how = how or f"seeded with --seed and the iteration, {1 + 2 * iteration}"
     assert notice == [
-        f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart (seeded with --seed and the "
-        f"iteration, {1 + 2 * iteration}); the learner goes on exactly"
+        f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart ({how}); "
+        "the learner goes on exactly"
     ]
     scalars = read_scalars(run_dir)
     for tag, points in scalars.items():

@@ -44,7 +44,7 @@ def test_the_resumed_run_restarts_the_environments_and_logs_every_step_once(stop
     notice = [line for line in stdout.splitlines() if "the environments restart" in line]
     lost = "Breakout-v5's state cannot be saved (AtariGymnasiumEnvPool's environments)"
     assert notice == [
-        f"{script}: {lost}: the environments restart (seeded with --seed and the iteration, {1 + 2 * iteration}); "
+        f"{script}: {lost}: the environments restart (EnvPool seeds them only when made: with --seed); "
         "the learner goes on exactly"
     ]
     assert f"resumed runs/{run_dir.name} at iteration {iteration}, step {8 * iteration}" in stdout

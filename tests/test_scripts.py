@@ -238,11 +238,15 @@ BAD_INPUTS = {
     "non-positive target KL": (["--target-kl", "0"], ["--target-kl must be positive"]),
     "upload without saving": (["--upload-model"], ["--save-model"]),
 }
+# the JAX pair offers no --target-kl: its update is one jitted program, which cannot stop after an epoch
+NOT_OFFERED = {"non-positive target KL": {"ppo_atari_envpool_xla_jax", "ppo_atari_envpool_xla_jax_scan"}}
 
 
 @pytest.mark.parametrize("bad", BAD_INPUTS)
 @pytest.mark.parametrize("script", TABLE, ids=str)
 def test_bad_input_is_one_line_and_exit_2(script, bad, tmp_path):
+    if script.name in NOT_OFFERED.get(bad, ()):
+        pytest.skip(f"{script.file} has no such flag")
     args, fragments = BAD_INPUTS[bad]
     proc = run_script(script.file, *args, cwd=tmp_path, check=False, timeout=300, env=script_run_env(script))
     assert_user_error(proc, f"{script.file}: error:", *fragments)
@@ -279,8 +283,8 @@ MISSING_EXTRAS = {
     "ppo_atari_lstm": ("cv2", SETUP.format("atari")),
     "ppo_atari_multigpu": ("cv2", SETUP.format("atari")),
     "ppo_atari_envpool": ("envpool", SETUP.format("envpool")),
-    "ppo_atari_envpool_xla_jax": ("flax", "requirements/requirements-jax.txt"),
-    "ppo_atari_envpool_xla_jax_scan": ("envpool", "requirements/requirements-envpool.txt"),
+    "ppo_atari_envpool_xla_jax": ("flax", SETUP.format("jax")),
+    "ppo_atari_envpool_xla_jax_scan": ("envpool", SETUP.format("envpool")),
     "ppo_procgen": ("procgen", SETUP.format("procgen")),
     "ppo_pettingzoo_ma_atari": ("supersuit", SETUP.format("pettingzoo")),
     "ppo_multidiscrete": ("gym_microrts_gymnasium", SETUP.format("microrts")),

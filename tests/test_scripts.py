@@ -371,8 +371,8 @@ def test_copied_alone_with_underscore_flags_trains_saves_evaluates(script, copie
 
 def test_same_seed_logs_identical_scalars(uploaded_run, copied_run):
     """Same seed, same arguments (on the CPU, with --torch-deterministic where the script has it): every scalar is
-    the same, apart from the speed."""
-    assert_same_scalars(only_run_dir(uploaded_run[0]), copied_run)
+    the same, apart from the speed (and the JAX scripts' speed of each iteration, as the reference logs it)."""
+    assert_same_scalars(only_run_dir(uploaded_run[0]), copied_run, ignore=("charts/SPS", "charts/SPS_update"))
 
 
 def test_enjoy_replays_the_saved_model(script, uploaded_run, tmp_path):

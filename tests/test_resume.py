@@ -311,7 +311,7 @@ def test_hopper_resumes_bitwise(tmp_path):
 
 
 DM_CARTPOLE = ("--env-id", "dm_control/cartpole-balance-v0", "--num-envs", "1", "--num-steps", "64")
-DM_CARTPOLE += ("--num-minibatches", "2", "--total-timesteps", "640")
+DM_CARTPOLE += ("--num-minibatches", "2", "--total-timesteps", "1920")
 
 
 def test_dm_control_resumes_bitwise(tmp_path):

@@ -137,7 +137,7 @@ def flags_of(command: str) -> tuple[str | None, list[str]]:
     flags after it, without the resume flags, which may differ between the attempts of one run."""
     words = shlex.split(command)
     at = next((i for i, word in enumerate(words) if word.endswith(".py")), None)
-    if at is None:
+    if at is None or "-m" in words[:at]:  # `python -m module ... x.py`: x.py is the module's argument, not its script
         return None, []
     flags = []
     rest = iter(words[at + 1 :])
@@ -334,6 +334,8 @@ def run_locally(
 ) -> list[Outcome]:
     """Runs `workers` commands at a time, each in its own process, printing a line as each one ends."""
     env = child_environment(dict(os.environ), threads)
+    for run in runs:  # each script's Args read here, in this thread, before the runs start in several
+        checkpoint_every_for(run.command, checkpoint_every)
     outcomes = []
     print(f"benchmark: {len(runs)} runs, {workers} at a time, {threads} thread(s) each; logs in {log_dir}", flush=True)
     if with_this_interpreter(runs[0].command) != runs[0].command:

@@ -42,6 +42,17 @@ def killed_after_second_checkpoint(script, args, cwd, environment=None, timeout=
     proc = subprocess.Popen(
         command, cwd=cwd, env=environment or env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
     )
+    return kill_after_second_checkpoint(proc, cwd, kill, script, timeout)
+
+
+def kill(proc):
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def kill_after_second_checkpoint(proc, cwd, kill, name, timeout=300):
+    """Watches the run `proc` makes in `cwd` and calls `kill(proc)` once its checkpoint holds iteration 2 or later;
+    returns the run folder and the iteration of the checkpoint left there."""
     seen = None
     deadline = time.monotonic() + timeout
     try:
@@ -50,17 +61,15 @@ def killed_after_second_checkpoint(script, args, cwd, environment=None, timeout=
             if found and os.stat(found[0]).st_ino != seen:  # a new checkpoint was renamed into place
                 seen = os.stat(found[0]).st_ino
                 if checkpoint.read(found[0])["iteration"] >= 2:
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
+                    kill(proc)
                     state = checkpoint.read(found[0])
                     assert state["iteration"] < state["args"]["num_iterations"], "the run finished before the kill"
                     return found[0].parent, state["iteration"]
             time.sleep(0.01)
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    raise AssertionError(f"{script} ended (exit {proc.returncode}) or timed out before its second checkpoint")
+            kill(proc)
+    raise AssertionError(f"{name} ended (exit {proc.returncode}) or timed out before its second checkpoint")
 
 
 def assert_same_run(uninterrupted, resumed):

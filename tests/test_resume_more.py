@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -81,23 +80,7 @@ def killed_after_second_checkpoint(command, cwd, environment, timeout=300):
     """Runs `command` (with --checkpoint-every 1) and kills it and its workers with SIGKILL once its
     checkpoint.pt names iteration 2 or later; returns the run folder and that iteration."""
     proc = launch(command, cwd, environment)
-    seen = None
-    deadline = time.monotonic() + timeout
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            found = list((Path(cwd) / "runs").rglob(checkpoint.FILE)) if (Path(cwd) / "runs").exists() else []
-            if found and os.stat(found[0]).st_ino != seen:  # a new checkpoint was renamed into place
-                seen = os.stat(found[0]).st_ino
-                if checkpoint.read(found[0])["iteration"] >= 2:
-                    kill_all(proc)
-                    state = checkpoint.read(found[0])
-                    assert state["iteration"] < state["args"]["num_iterations"], "the run finished before the kill"
-                    return found[0].parent, state["iteration"]
-            time.sleep(0.01)
-    finally:
-        if proc.poll() is None:
-            kill_all(proc)
-    raise AssertionError(f"{command[1:3]} ended (exit {proc.returncode}) or timed out before its second checkpoint")
+    return test_resume.kill_after_second_checkpoint(proc, cwd, kill_all, command[1:3], timeout)
 
 
 def run(command, cwd, environment, timeout=300):

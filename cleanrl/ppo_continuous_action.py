@@ -258,6 +258,11 @@ if __name__ == "__main__":
         fail(f"{extra} is missing; run `bash scripts/setup.sh {extra}` in a clone of this project")
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
+    except (AttributeError, RuntimeError):  # MuJoCo's import fails where MUJOCO_GL names a renderer it cannot load
+        if "MUJOCO_GL" not in os.environ:
+            raise
+        gl = os.environ["MUJOCO_GL"]
+        fail(f"MuJoCo cannot load its renderer MUJOCO_GL={gl}: set MUJOCO_GL=egl, osmesa or glfw, one this machine has")
     except TypeError:  # ClipAction refuses an action space that is not a Box
         action_space = gym.make(args.env_id).action_space
         fail(f"{args.env_id} has {action_space} actions; this script needs Box actions: use ppo.py instead")

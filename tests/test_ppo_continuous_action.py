@@ -2,6 +2,7 @@
 wrappers checked against its formulas, the saved normaliser statistics used frozen in evaluation, and the Gaussian
 policy. (What every script shares is tested in test_scripts.py.)"""
 
+import ctypes.util
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -52,6 +53,19 @@ def test_without_mujoco_one_line_names_the_setup_command(tmp_path):
     env = script_env(PYTHONPATH=str(tmp_path / "nomujoco"))
     proc = run_script(SCRIPT, "--env-id", "Hopper-v5", cwd=tmp_path, check=False, timeout=120, env=env)
     assert_user_error(proc, "mujoco is missing; run `bash scripts/setup.sh mujoco` in a clone of this project")
+
+
+@pytest.mark.parametrize("renderer", ["bogus", "osmesa"])
+def test_a_renderer_mujoco_cannot_load_is_one_line_and_exit_2(tmp_path, renderer):
+    """MUJOCO_GL (or --capture-video's egl) naming a renderer whose library is missing fails MuJoCo's own import,
+    as egl did on a GPU machine without libEGL: one line, not PyOpenGL's traceback."""
+    if renderer == "osmesa" and ctypes.util.find_library("OSMesa"):
+        pytest.skip("this machine has libOSMesa, so MUJOCO_GL=osmesa loads")
+    env = script_env(MUJOCO_GL=renderer)
+    proc = run_script(SCRIPT, "--env-id", "Hopper-v5", *TINY, cwd=tmp_path, check=False, timeout=120, env=env)
+    message = f"MuJoCo cannot load its renderer MUJOCO_GL={renderer}: set MUJOCO_GL=egl, osmesa or glfw"
+    assert_user_error(proc, f"ppo_continuous_action.py: error: {message}")
+    assert not (tmp_path / "runs").exists()
 
 
 # ---- normalisation: Gymnasium's wrappers, as their formulas say ----------------------------------------------------

@@ -31,7 +31,10 @@ def same_random(first, second):
     """Two captures of the random generators (checkpoint.capture_random) are the same."""
     numpy_first, numpy_second = first["numpy"], second["numpy"]
     same_numpy = all(np.array_equal(a, b) for a, b in zip(numpy_first, numpy_second, strict=True))
-    same_cuda = first["cuda"] is None and second["cuda"] is None
+    if first["cuda"] is None or second["cuda"] is None:  # None where CUDA was not used; else one state per device
+        same_cuda = first["cuda"] is None and second["cuda"] is None
+    else:
+        same_cuda = all(torch.equal(a, b) for a, b in zip(first["cuda"], second["cuda"], strict=True))
     return (
         first["python"] == second["python"]
         and same_numpy

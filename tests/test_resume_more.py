@@ -1,8 +1,8 @@
 """--checkpoint-every and --resume where a run is more than one process and one vector environment (CONVENTIONS §7,
 cleanrl_utils/checkpoint.py): ppo_atari_multigpu.py under torchrun, killed with SIGKILL after its second complete
 checkpoint and resumed, logs bitwise what the run that never stopped logs, and every process goes on bitwise from
-its own part; ppo_pettingzoo_ma_atari.py and ppo_continuous_action_isaacgym.py (on its stand-in) resume as
-tests/test_resume.py's scripts do."""
+its own part; ppo_pettingzoo_ma_atari.py, ppo_continuous_action_isaacgym.py (on its stand-in) and the two Gym-μRTS
+scripts resume the learner exactly and restart their environments, as tests/test_resume.py's learner-exact cases."""
 
 import contextlib
 import os
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import test_resume
 import torch
 from helpers import ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, script_env
@@ -230,3 +231,23 @@ def test_isaacgym_resumes_the_learner_and_restarts_the_simulation(tmp_path):
     resumed = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=standin)
     assert f"resumed runs/{run_dir.name} at iteration {iteration}," in resumed.stdout
     assert_learner_exact(script, run_dir, resumed, "as made, with --seed", 12, 64 * 16, 2 * 4)
+
+
+# ---- ppo_multidiscrete.py and ppo_multidiscrete_mask.py: microRTS's games run in Java --------------------------------
+
+# Two games of MicrortsMining-v1, 64 steps an iteration, 6 iterations
+MICRORTS = ("--env-id", "MicrortsMining-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "768")
+
+
+@pytest.mark.parametrize("script", ["ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"])
+def test_microrts_resumes_the_learner_and_restarts_the_games(tmp_path, script):
+    """microRTS keeps its games in its Java engine, beyond the wrappers' capture: the learner goes on exactly and the
+    games restart (the masked script reads its masks from the restarted games)."""
+    run_dir, iteration = test_resume.killed_after_second_checkpoint(script, MICRORTS, tmp_path)
+    proc = run_script(script, *MICRORTS, "--resume", run_dir, cwd=tmp_path, env=env())
+    assert (
+        checkpoint.read(run_dir / checkpoint.FILE)["envs_lost"]
+        == "MicrortsMining-v1's state cannot be saved (MicrortsEnv.client)"
+    )
+    how = f"seeded with --seed and the iteration, {1 + 2 * iteration}"
+    assert_learner_exact(script, run_dir, proc, how, 6, 128, 4 * 4)

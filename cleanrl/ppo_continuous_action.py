@@ -259,7 +259,7 @@ if __name__ == "__main__":
     except (gym.error.Error, ModuleNotFoundError) as e:
         fail(f"cannot make environment '{args.env_id}': {e}")
     except (AttributeError, RuntimeError):  # MuJoCo's import fails where MUJOCO_GL names a renderer it cannot load
-        if "MUJOCO_GL" not in os.environ:
+        if "MUJOCO_GL" not in os.environ or "mujoco" in sys.modules:  # MuJoCo was imported: another error
             raise
         gl = os.environ["MUJOCO_GL"]
         fail(f"MuJoCo cannot load its renderer MUJOCO_GL={gl}: set MUJOCO_GL=egl, osmesa or glfw, one this machine has")

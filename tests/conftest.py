@@ -1,7 +1,14 @@
-"""Fixtures every test file shares."""
+"""Fixtures and hooks every test file shares."""
 
 import pytest
 import torch
+
+# which tests run together on one worker when the suite runs in parallel (tests/grouping.py)
+from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
+    pytest_collection_finish,
+    pytest_configure_node,
+    pytest_xdist_make_scheduler,
+)
 
 
 @pytest.fixture(autouse=True)

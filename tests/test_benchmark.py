@@ -54,6 +54,7 @@ def test_workers_0_only_prints_the_commands(tmp_path):
     assert list(tmp_path.iterdir()) == [], "a dry run writes nothing"
 
 
+@pytest.mark.multicore
 def test_a_failed_run_does_not_stop_the_others(tmp_path):
     args = ["--env-ids", "Good-v0", "Broken-v0", "Other-v0", "--num-seeds", "2", "--start-seed", "7"]
     proc = benchmark_cli(*args, "--command", FAKE_COMMAND, "--workers", "2", "--log-dir", "logs", cwd=tmp_path)
@@ -73,6 +74,7 @@ def test_a_failed_run_does_not_stop_the_others(tmp_path):
             assert f"training {env_id} seed {seed}" in (log_dir / f"{env_id}__seed{seed}.log").read_text()
 
 
+@pytest.mark.multicore
 @pytest.mark.parametrize("threads_per_run", [None, 3])
 def test_threads_are_pinned_unless_already_set(tmp_path, threads_per_run):
     env = script_env(MKL_NUM_THREADS="7")

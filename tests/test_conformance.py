@@ -105,7 +105,12 @@ def test_tags_that_sit_near_zero_have_an_absolute_floor(monkeypatch):
                 assert tolerance[tag]["atol"] >= floor, f"{path.name} {tag}: atol {tolerance[tag]['atol']} < {floor}"
 
 
-@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    # a record of several processes (torchrun's) runs them at the same time
+    [pytest.param(p, marks=pytest.mark.multicore) if load(p).get("nproc", 1) > 1 else p for p in RECORDS],
+    ids=lambda p: p.stem,
+)
 def test_same_seed_same_numbers(path, tmp_path):
     record = load(path)
     ours = run_record(record, tmp_path)

@@ -18,6 +18,7 @@ TINY = ["--total-timesteps", "1024", "--local-num-envs", "2", "--num-steps", "12
 multigpu = load_script("ppo_atari_multigpu")
 
 
+@pytest.mark.multicore
 def test_two_processes_copied_alone_log_once_then_save_and_evaluate(tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()
@@ -89,6 +90,7 @@ def gather_in_process(rank, world_size, init_file, out_dir):
     dist.destroy_process_group()
 
 
+@pytest.mark.multicore
 def test_every_process_receives_every_process_episodes_in_step_order(tmp_path):
     world_size = 2
     mp.spawn(gather_in_process, args=(world_size, tmp_path / "init", tmp_path), nprocs=world_size, join=True)
@@ -101,6 +103,7 @@ def test_a_world_of_one_gathers_nothing():
     assert multigpu.gather_episodes(episodes, 1) is episodes
 
 
+@pytest.mark.multicore
 def test_distinct_env_seeds_change_the_other_processes_games(tmp_path):
     """The default gives environment i of process r the reference's seed + r + i (its numbers are the conformance
     record's); --distinct-env-seeds gives it seed + r x local_num_envs + i, so process 1 plays other games and the

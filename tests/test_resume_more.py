@@ -102,6 +102,7 @@ MULTIGPU = ("--total-timesteps", "2048", "--local-num-envs", "2", "--num-steps",
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2")
 
 
+@pytest.mark.multicore
 def test_two_processes_resume_bitwise(tmp_path):
     """Each process's ALE games, frame stacks, lives, random generators, next_obs and next_done come back from its own
     part; the learner, the same in every process, from checkpoint.pt. A kill of the whole torchrun group leaves

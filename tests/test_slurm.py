@@ -15,6 +15,8 @@ import torch
 from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, script_env
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
+# Slurm runs the array tasks of a job at the same time, on every core of this machine
+pytestmark = pytest.mark.multicore
 
 
 @pytest.fixture(scope="module")

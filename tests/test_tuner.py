@@ -44,6 +44,7 @@ def trials(storage, study_name, states=None):
     return optuna.load_study(study_name=study_name, storage=storage).get_trials(states=states)
 
 
+@pytest.mark.multicore
 def test_a_study_runs_two_workers_then_resumes_where_it_stopped(tmp_path):
     """ppo.py itself, on a tiny budget: two trials at a time on SQLite, then the same study asked for one more."""
     (tmp_path / "space.toml").write_text(TINY_PPO_SPACE)
@@ -92,6 +93,7 @@ step-seconds = 0.15
 """
 
 
+@pytest.mark.multicore
 def test_workers_started_by_the_benchmark_share_a_journal_file(tmp_path):
     """cleanrl_utils.benchmark starts two tuner processes (appending --env-id and --seed, as it does to every
     command) against one journal file: both run trials of one study, each scored over two environments."""

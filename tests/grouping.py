@@ -1,0 +1,109 @@
+"""Which tests run together on one pytest-xdist worker, when the suite runs in parallel (`-n N --dist loadgroup`,
+as scripts/test.sh runs it). conftest.py takes these hooks in.
+
+Two kinds of tests are kept together, each group sent whole to one worker:
+- tests that read the same shared fixture (a tiny run made once per module, a started Slurm), so that it is made
+  once, not once on each worker that reads it;
+- tests marked `multicore`, which start processes that run at the same time (torchrun's, Slurm's, the tuner's or
+  the benchmark runner's workers): they run one after another, so that no two of them share the machine's cores.
+Every other test is sent on its own.
+
+pytest-xdist's own `loadgroup` reads `xdist_group` marks through the test ids, which pytest 9.2 no longer lets a
+plugin change (pytest-xdist issue 1386): the marks are silently ignored and every test goes its own way. So each
+worker writes the groups it computes while collecting into a folder the controller gave it, and the controller's
+scheduler, pytest-xdist's `LoadScopeScheduling` with these groups as its scopes, reads them before it sends work."""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# The scopes of a fixture that several tests share: made once, then read by each of them.
+SHARED_SCOPES = {"class", "module", "package", "session"}
+MULTICORE = "multicore"
+# the key of the groups' folder, in the controller's stash and in each worker's input
+FOLDER = "test_groups_folder"
+FOLDER_KEY = pytest.StashKey[str]()
+
+
+def shared_group(item):
+    """The group of a test that reads a shared fixture of this suite: its file's name and the value of each shared
+    parameter, so that every test reading the same made thing lands with it. None for a test that shares nothing;
+    pytest's own wide fixtures (tmp_path_factory) are not ours and cost nothing."""
+    shared_params = []
+    reads_shared = False
+    for name in item.fixturenames:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name)
+        if not definitions or definitions[-1].scope not in SHARED_SCOPES or not definitions[-1].baseid:
+            continue
+        reads_shared = True
+        if definitions[-1].params is not None:
+            shared_params.append(f"{name}={item.callspec.params[name]}")
+    if not reads_shared:
+        return None
+    return item.path.stem + "".join(f"[{param}]" for param in shared_params)
+
+
+def groups_of(items):
+    """{test id: group} for every test that has one. A shared fixture read by a multicore test goes with it: the
+    group of all its readers becomes the multicore group."""
+    shared = {item: shared_group(item) for item in items}
+    multicore = {item for item in items if item.get_closest_marker(MULTICORE)}
+    joined = {shared[item] for item in multicore if shared[item]}
+    groups = {}
+    for item in items:
+        if item in multicore or shared[item] in joined:
+            groups[item.nodeid] = MULTICORE
+        elif shared[item]:
+            groups[item.nodeid] = shared[item]
+    return groups
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """In the controller, before a worker starts: the folder the workers write their groups into."""
+    stash = node.config.stash
+    if FOLDER_KEY not in stash:
+        folder = tempfile.mkdtemp(prefix="pytest-groups-")
+        stash[FOLDER_KEY] = folder
+        node.config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    node.workerinput[FOLDER] = stash[FOLDER_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which tells the controller the worker has collected
+def pytest_collection_finish(session):
+    """In a worker, once its tests are collected and before the controller hears of them: its groups, written
+    whole under a temporary name, then renamed."""
+    worker = getattr(session.config, "workerinput", None)
+    if not worker or FOLDER not in worker:
+        return
+    target = Path(worker[FOLDER]) / f"{worker['workerid']}.json"
+    partial = target.with_suffix(".partial")
+    partial.write_text(json.dumps(groups_of(session.items)))
+    os.replace(partial, target)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` schedules by this suite's groups; any other mode is pytest-xdist's own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """pytest-xdist's scheduling by scope, where a test's scope is its group, or the test alone."""
+
+        groups = None
+
+        def _split_scope(self, nodeid):
+            if self.groups is None:
+                written = sorted(Path(config.stash[FOLDER_KEY]).glob("*.json"))
+                if not written:
+                    raise pytest.UsageError("no worker wrote its test groups (tests/grouping.py)")
+                self.groups = json.loads(written[0].read_text())
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)

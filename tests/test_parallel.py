@@ -1,0 +1,94 @@
+"""How the suite runs in parallel (tests/grouping.py): a small suite of its own, run with pytest-xdist as
+scripts/test.sh runs this one, keeps together on one worker the tests that read one shared fixture, made once, and
+the tests marked multicore; without xdist the same tests run one after another."""
+
+import re
+import textwrap
+
+from helpers import ROOT, run_python, script_env
+
+SMALL_SUITE = {
+    "conftest.py": """
+        import pytest
+        from grouping import pytest_collection_finish, pytest_configure_node, pytest_xdist_make_scheduler
+    """,
+    "pytest.ini": """
+        [pytest]
+        markers = multicore: starts processes that run at the same time
+    """,
+    "test_shared.py": """
+        import os
+        import time
+
+        import pytest
+
+        @pytest.fixture(scope="module", params=["a", "b"])
+        def made(request):
+            # a line for each time it is made, in a folder every worker sees
+            with open(os.path.join(os.environ["MADE"], request.param), "a") as made:
+                made.write(f"made by process {os.getpid()}\\n")
+            return request.param
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_reads(made, i):
+            time.sleep(0.05)
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_alone(i):
+            time.sleep(0.05)
+    """,
+    "test_processes.py": """
+        import time
+
+        import pytest
+
+        @pytest.mark.multicore
+        @pytest.mark.parametrize("i", range(3))
+        def test_many(i):
+            time.sleep(0.05)
+    """,
+    "test_more_processes.py": """
+        import pytest
+
+        pytestmark = pytest.mark.multicore
+
+        def test_one_more():
+            pass
+    """,
+}
+
+
+def run_small_suite(tmp_path, *options):
+    """Runs SMALL_SUITE with `options`. Returns the process, {test id: the worker that ran it} from the verbose
+    report, and {parameter: how many times its shared fixture was made}."""
+    suite, made = tmp_path / "suite", tmp_path / "made"
+    suite.mkdir()
+    made.mkdir()
+    for name, text in SMALL_SUITE.items():
+        (suite / name).write_text(textwrap.dedent(text))
+    env = script_env(PYTHONPATH=str(ROOT / "tests"), MADE=str(made))
+    proc = run_python("-m", "pytest", "-v", "-p", "no:cacheprovider", *options, cwd=suite, env=env, check=False)
+    report = re.findall(r"^\[(gw\d+)\] \[ *\d+%\] PASSED (\S+)", proc.stdout, re.M)
+    workers = {test: worker for worker, test in report}
+    makings = {file.name: len(file.read_text().splitlines()) for file in made.iterdir()}
+    return proc, workers, makings
+
+
+def test_tests_that_share_a_fixture_or_the_cores_stay_on_one_worker(tmp_path):
+    proc, workers, makings = run_small_suite(tmp_path, "-n", "2", "--dist", "loadgroup")
+    assert proc.returncode == 0 and len(workers) == 20, proc.stdout + proc.stderr
+    assert set(workers.values()) == {"gw0", "gw1"}, "the tests that share nothing go to both workers"
+    for param in ("a", "b"):
+        readers = {
+            worker for test, worker in workers.items() if test.startswith(f"test_shared.py::test_reads[{param}-")
+        }
+        assert len(readers) == 1, f"the readers of {param} ran on {readers}"
+    multicore = {worker for test, worker in workers.items() if "processes.py" in test}
+    assert len(multicore) == 1, f"the multicore tests ran on {multicore}"
+    assert makings == {"a": 1, "b": 1}, "each shared fixture is made once"
+
+
+def test_without_xdist_the_same_suite_runs_serially(tmp_path):
+    proc, workers, makings = run_small_suite(tmp_path, "-p", "no:xdist")
+    assert proc.returncode == 0 and "20 passed" in proc.stdout and workers == {}, proc.stdout + proc.stderr
+    assert makings == {"a": 1, "b": 1}

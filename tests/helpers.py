@@ -3,9 +3,11 @@
 import functools
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -70,6 +72,59 @@ def run_script(script, *args, cwd, timeout=600, check=True, env=None):
     """Runs `script` (a path, or a name in cleanrl/) with `args` in `cwd`, as a user would from the shell."""
     path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
     return run_python(path, *args, cwd=cwd, timeout=timeout, check=check, env=env)
+
+
+# the warning filters of a fresh `python` without -W or PYTHONWARNINGS, first to last (the warnings module's docs)
+FRESH_WARNING_FILTERS = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+)
+
+
+def show_warning_on_stderr(message, category, filename, lineno, file=None, line=None):
+    """How a fresh `python` shows a warning (pytest would collect it instead)."""
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def run_as_main(script, *args, cwd, capfd):
+    """Runs `script` (a path, or a name in cleanrl/) with `args` as `python script args` would, but in this
+    process, whose imports are already made: for the checks that end a run before any work, a process started for
+    each would spend two seconds importing torch. As a fresh interpreter: the script runs as __main__ from `cwd`,
+    its folder first on sys.path, warnings shown as Python shows them by default, and every byte written to the
+    standard streams, by Python or by a library's C code, is captured (capfd, pytest's file-descriptor capture).
+    What the script changes of the process (the environment, the path, the folder) is put back. What importing a
+    script writes is checked in a process of its own (test_scripts.py::test_importing_has_no_side_effects).
+    Returns a CompletedProcess as run_script does."""
+    path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
+    saved = dict(os.environ), sys.argv, list(sys.path), os.getcwd()
+    sys.argv = [str(path), *map(str, args)]
+    sys.path.insert(0, str(path.parent))
+    os.chdir(cwd)
+    capfd.readouterr()
+    returncode = 0
+    try:
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category, module in FRESH_WARNING_FILTERS:
+                warnings.filterwarnings(action, category=category, module=module, append=True)
+            warnings.showwarning = show_warning_on_stderr
+            runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            returncode = stop.code or 0
+        else:  # sys.exit("message"): the message on stderr, status 1
+            print(stop.code, file=sys.stderr)
+            returncode = 1
+    finally:
+        environ, sys.argv, sys.path[:], folder = saved
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(folder)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["python", str(path), *map(str, args)], returncode, out, err)
 
 
 def run_dirs(cwd):

@@ -12,6 +12,7 @@ from helpers import (
     load_script,
     only_run_dir,
     read_scalars,
+    run_as_main,
     run_script,
     script_env,
     vector_env,
@@ -105,8 +106,8 @@ NEEDS = "this script needs Discrete actions and Box observations"
         (["--env-id", "FrozenLake-v1"], ["FrozenLake-v1 has Discrete(4) actions and Discrete(16) observations", NEEDS]),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
-    proc = run_script("ppo.py", *args, cwd=tmp_path, check=False, timeout=120)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments, capfd):
+    proc = run_as_main("ppo.py", *args, cwd=tmp_path, capfd=capfd)
     assert_user_error(proc, "ppo.py: error:", *fragments)
     assert not (tmp_path / "runs").exists(), "no work may start before the arguments are checked"
 

@@ -13,6 +13,7 @@ from helpers import (
     check_smoke_run,
     load_script,
     only_run_dir,
+    run_as_main,
     run_script,
     vector_env,
 )
@@ -34,8 +35,8 @@ def test_v5_id_nests_its_run_folder_and_logs_whole_games(tmp_path):
     assert "Gym has been unmaintained" not in proc.stderr
 
 
-def test_a_game_that_is_not_atari_is_one_line_and_exit_2(tmp_path):
-    proc = run_script("ppo_atari.py", "--env-id", "CartPole-v1", cwd=tmp_path, check=False, timeout=120)
+def test_a_game_that_is_not_atari_is_one_line_and_exit_2(tmp_path, capfd):
+    proc = run_as_main("ppo_atari.py", "--env-id", "CartPole-v1", cwd=tmp_path, capfd=capfd)
     assert_user_error(
         proc, "ppo_atari.py: error: CartPole-v1 has no ale-py Atari game; this script needs one: use ppo.py instead"
     )

@@ -14,6 +14,7 @@ from helpers import (
     load_script,
     only_run_dir,
     read_scalars,
+    run_as_main,
     run_script,
     script_env,
 )
@@ -38,8 +39,8 @@ def test_v5_and_dm_control_ids_train(tmp_path, env_id):
         assert proc.stderr == ""
 
 
-def test_discrete_actions_are_one_line_and_exit_2(tmp_path):
-    proc = run_script(SCRIPT, "--env-id", "CartPole-v1", cwd=tmp_path, check=False, timeout=120)
+def test_discrete_actions_are_one_line_and_exit_2(tmp_path, capfd):
+    proc = run_as_main(SCRIPT, "--env-id", "CartPole-v1", cwd=tmp_path, capfd=capfd)
     message = "CartPole-v1 has Discrete(2) actions; this script needs Box actions: use ppo.py instead"
     assert_user_error(proc, f"ppo_continuous_action.py: error: {message}")
     assert not (tmp_path / "runs").exists()

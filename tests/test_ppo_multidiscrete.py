@@ -10,7 +10,7 @@ import jpype
 import numpy as np
 import pytest
 import torch
-from helpers import assert_user_error, load_script, run_python, run_script, vector_env
+from helpers import assert_user_error, load_script, run_as_main, run_python, vector_env
 
 plain = load_script("ppo_multidiscrete")
 masked = load_script("ppo_multidiscrete_mask")
@@ -150,8 +150,8 @@ def test_masked_policy_never_samples_a_masked_value():
 
 
 @pytest.mark.parametrize("script", ["ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"])
-def test_an_environment_that_is_not_microrts_is_one_line_and_exit_2(script, tmp_path):
-    proc = run_script(script, "--env-id", "CartPole-v1", cwd=tmp_path, check=False, timeout=300)
+def test_an_environment_that_is_not_microrts_is_one_line_and_exit_2(script, tmp_path, capfd):
+    proc = run_as_main(script, "--env-id", "CartPole-v1", cwd=tmp_path, capfd=capfd)
     needs = "this script needs Gym-μRTS's actions and observations of a 10x10 map: use MicrortsMining-v1"
     assert_user_error(proc, f"{script}: error: CartPole-v1 has Discrete(2) actions", needs)
     assert not (tmp_path / "runs").exists()

@@ -20,6 +20,7 @@ from helpers import (
     assert_user_error,
     only_run_dir,
     read_scalars,
+    run_as_main,
     run_script,
     script_env,
     without_cleanrl_utils_env,
@@ -233,7 +234,7 @@ def damage(data):
         ("negative", ["--checkpoint-every must be at least 0"]),
     ],
 )
-def test_bad_resume_is_one_line_and_exit_2_writing_nothing(cartpole, tmp_path, case, fragments):
+def test_bad_resume_is_one_line_and_exit_2_writing_nothing(cartpole, tmp_path, case, fragments, capfd):
     run_dir = copy_stopped(cartpole, tmp_path)
     file = run_dir / checkpoint.FILE
     cwd = tmp_path
@@ -262,19 +263,19 @@ def test_bad_resume_is_one_line_and_exit_2_writing_nothing(cartpole, tmp_path, c
     elif case == "negative":
         args = ["--checkpoint-every", "-1"]
     before = tree(tmp_path)
-    proc = run_script(script, *CARTPOLE, "--resume", target, *args, cwd=cwd, check=False, env=env(), timeout=120)
+    proc = run_as_main(script, *CARTPOLE, "--resume", target, *args, cwd=cwd, capfd=capfd)
     assert_user_error(proc, f"{Path(script).name}: error:", *fragments)
     assert tree(tmp_path) == before, "nothing may be written"
 
 
-def test_a_finished_run_is_not_resumed(tmp_path):
+def test_a_finished_run_is_not_resumed(tmp_path, capfd):
     args = ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "768")
     run_script("ppo.py", *args, "--checkpoint-every", "2", cwd=tmp_path, env=env())
     run_dir = only_run_dir(tmp_path)
     # every second iteration, and the last one, the third
     assert checkpoint.read(run_dir / checkpoint.FILE)["iteration"] == 3
     before = tree(tmp_path)
-    proc = run_script("ppo.py", *args, "--resume", run_dir, cwd=tmp_path, check=False, env=env(), timeout=120)
+    proc = run_as_main("ppo.py", *args, "--resume", run_dir, cwd=tmp_path, capfd=capfd)
     assert_user_error(proc, "ppo.py: error: --resume:", "has finished (iteration 3 of 3)")
     assert tree(tmp_path) == before
 

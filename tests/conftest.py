@@ -1,5 +1,9 @@
 """Fixtures and hooks every test file shares."""
 
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
 
@@ -9,6 +13,15 @@ from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
     pytest_configure_node,
     pytest_xdist_make_scheduler,
 )
+from helpers import KIND_CACHE
+
+
+def pytest_configure(config):
+    """In the process pytest started (not in an xdist worker, which inherits it): a folder for the machine kinds
+    the session finds, so that each is found once (helpers.machine_kind)."""
+    if not hasattr(config, "workerinput") and KIND_CACHE not in os.environ:
+        os.environ[KIND_CACHE] = tempfile.mkdtemp(prefix="pytest-kinds-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(KIND_CACHE), ignore_errors=True))
 
 
 @pytest.fixture(autouse=True)

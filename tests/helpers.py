@@ -1,6 +1,7 @@
 """What the tests share: running a script as a user would, and reading back what it logged."""
 
 import functools
+import hashlib
 import json
 import os
 import runpy
@@ -332,14 +333,37 @@ KIND_VARIABLES = (
 )
 
 
-@functools.cache
-def _machine_kind(settings):
+# a folder where the kinds found in this test session are kept, shared by its pytest-xdist workers (conftest.py)
+KIND_CACHE = "CLEANRL_TESTS_KIND_CACHE"
+
+
+def fingerprint_kind(settings):
+    """The kind tests/conformance/fingerprint.py finds, run in a process of its own under `settings` alone (a tuple
+    of (variable, value) among KIND_VARIABLES) and no other kernel variable."""
     env = script_env(**dict(settings))
     for name in KIND_VARIABLES:
         if name not in dict(settings):
             env.pop(name, None)
     proc = run_python(CONFORMANCE / "fingerprint.py", cwd=ROOT, env=env, timeout=300)
     return json.loads(proc.stdout)["kind"]
+
+
+@functools.cache
+def _machine_kind(settings):
+    """fingerprint_kind, found once per test session: by this process, or by another worker of the session that
+    found it first and left it in the KIND_CACHE folder (a fingerprint takes seconds: it imports torch, NumPy,
+    MuJoCo and JAX)."""
+    folder = os.environ.get(KIND_CACHE)
+    if not folder:
+        return fingerprint_kind(settings)
+    file = Path(folder) / (hashlib.sha256(repr(settings).encode()).hexdigest() + ".kind")
+    if file.exists():
+        return file.read_text()
+    kind = fingerprint_kind(settings)
+    partial = file.with_name(f"{file.name}.{os.getpid()}")
+    partial.write_text(kind)
+    os.replace(partial, file)
+    return kind
 
 
 def machine_kind(**extra):

@@ -26,8 +26,8 @@ from helpers import (
     KIND_VARIABLES,
     PINNED,
     SCRIPTS,
-    _machine_kind,
     bitwise_problems,
+    fingerprint_kind,
     machine_kind,
     portable_problems,
     run_record,
@@ -165,7 +165,7 @@ def test_machine_kind_names_the_rounding(monkeypatch):
     for name in KIND_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     settings = (("ATEN_CPU_CAPABILITY", "default"), ("OMP_NUM_THREADS", "1"))
-    twice = [_machine_kind.__wrapped__(settings) for _ in range(2)]  # two processes: no cached value
+    twice = [fingerprint_kind(settings) for _ in range(2)]  # two processes: no cached value
     assert twice[0] == twice[1] == machine_kind(ATEN_CPU_CAPABILITY="default"), "the fingerprint is not repeatable"
     kinds = [machine_kind(), machine_kind(**PINNED), machine_kind(**AVX2)]
     assert len(set(kinds)) == 3, "the fingerprint does not see the kernels' rounding"

@@ -106,4 +106,20 @@ def pytest_xdist_make_scheduler(config, log):
                 self.groups = json.loads(written[0].read_text())
             return self.groups.get(nodeid, nodeid)
 
+        def remove_node(self, node):
+            """A worker that ends with tests still to run has crashed: the test it was running is reported as
+            crashed and not run again, and only the tests it had not started go back in the queue, each with its
+            group. pytest-xdist's own puts back every group the worker ever had, finished ones included: those
+            are sent as empty work, which no report ever follows, and the run waits for ever."""
+            workload = self.assigned_work.pop(node)
+            unstarted = [nodeid for unit in workload.values() for nodeid, done in unit.items() if not done]
+            if not unstarted:
+                return None
+            crashed = unstarted.pop(0)
+            for nodeid in unstarted:
+                self.workqueue.setdefault(self._split_scope(nodeid), {})[nodeid] = False
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
     return GroupScheduling(config, log)

@@ -1,6 +1,7 @@
 """How the suite runs in parallel (tests/grouping.py): a small suite of its own, run with pytest-xdist as
 scripts/test.sh runs this one, keeps together on one worker the tests that read one shared fixture, made once, and
-the tests marked multicore; without xdist the same tests run one after another."""
+the tests marked multicore; without xdist the same tests run one after another; a worker that crashes costs the
+test it was running, and the others still run."""
 
 import re
 import textwrap
@@ -58,16 +59,28 @@ SMALL_SUITE = {
 }
 
 
-def run_small_suite(tmp_path, *options):
-    """Runs SMALL_SUITE with `options`. Returns the process, {test id: the worker that ran it} from the verbose
-    report, and {parameter: how many times its shared fixture was made}."""
+# a test that ends its worker's process as a crash in native code does; sent alone, after a group (the largest
+# groups are sent first), so its worker has finished work by then
+CRASHING = """
+    import os
+    import signal
+
+    def test_crashes():
+        os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def run_small_suite(tmp_path, *options, files=SMALL_SUITE):
+    """Runs `files`, SMALL_SUITE unless told, with `options`. Returns the process, {test id: the worker that ran
+    it} from the verbose report, and {parameter: how many times its shared fixture was made}."""
     suite, made = tmp_path / "suite", tmp_path / "made"
     suite.mkdir()
     made.mkdir()
-    for name, text in SMALL_SUITE.items():
+    for name, text in files.items():
         (suite / name).write_text(textwrap.dedent(text))
     env = script_env(PYTHONPATH=str(ROOT / "tests"), MADE=str(made))
-    proc = run_python("-m", "pytest", "-v", "-p", "no:cacheprovider", *options, cwd=suite, env=env, check=False)
+    command = ("-m", "pytest", "-v", "-p", "no:cacheprovider", *options)
+    proc = run_python(*command, cwd=suite, env=env, check=False, timeout=120)
     report = re.findall(r"^\[(gw\d+)\] \[ *\d+%\] PASSED (\S+)", proc.stdout, re.M)
     workers = {test: worker for worker, test in report}
     makings = {file.name: len(file.read_text().splitlines()) for file in made.iterdir()}
@@ -92,3 +105,14 @@ def test_without_xdist_the_same_suite_runs_serially(tmp_path):
     proc, workers, makings = run_small_suite(tmp_path, "-p", "no:xdist")
     assert proc.returncode == 0 and "20 passed" in proc.stdout and workers == {}, proc.stdout + proc.stderr
     assert makings == {"a": 1, "b": 1}
+
+
+def test_a_crashed_worker_costs_only_the_test_it_was_running(tmp_path):
+    # pytest-xdist's own scheduling by scope sends a crashed worker's finished groups again, as empty work that
+    # nothing ever answers: the run never ended (a CI run was stopped at its time limit)
+    files = {**SMALL_SUITE, "test_crashing.py": CRASHING}
+    proc, workers, _ = run_small_suite(tmp_path, "-n", "2", "--dist", "loadgroup", files=files)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "crashed while running 'test_crashing.py::test_crashes'" in proc.stdout, proc.stdout
+    assert len(workers) == 20, "every other test ran, once"
+    assert re.search(r"^=+ 1 failed, 20 passed in ", proc.stdout, re.M), proc.stdout

@@ -7,10 +7,11 @@ import tempfile
 import pytest
 import torch
 
-# which tests run together on one worker when the suite runs in parallel (tests/grouping.py)
+# which tests run together on one worker when the suite runs in parallel, and which alone (tests/grouping.py)
 from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
     pytest_collection_finish,
     pytest_configure_node,
+    pytest_pyfunc_call,
     pytest_xdist_make_scheduler,
 )
 from helpers import KIND_CACHE

@@ -6,7 +6,8 @@ Two kinds of tests are kept together, each group sent whole to one worker:
   once, not once on each worker that reads it;
 - tests marked `multicore`, which start processes that run at the same time (torchrun's, Slurm's, the tuner's or
   the benchmark runner's workers): they run one after another, so that no two of them share the machine's cores.
-Every other test is sent on its own.
+Every other test is sent on its own. A test marked `own_process` runs in a pytest process started for it alone,
+with or without xdist (pytest_pyfunc_call below).
 
 pytest-xdist's own `loadgroup` reads `xdist_group` marks through the test ids, which pytest 9.2 no longer lets a
 plugin change (pytest-xdist issue 1386): the marks are silently ignored and every test goes its own way. So each
@@ -16,6 +17,8 @@ scheduler, pytest-xdist's `LoadScopeScheduling` with these groups as its scopes,
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,6 +30,8 @@ MULTICORE = "multicore"
 # the key of the groups' folder, in the controller's stash and in each worker's input
 FOLDER = "test_groups_folder"
 FOLDER_KEY = pytest.StashKey[str]()
+# set in the process that runs one test marked own_process for its parent
+OWN_PROCESS = "CLEANRL_TESTS_OWN_PROCESS"
 
 
 def shared_group(item):
@@ -123,3 +128,21 @@ def pytest_xdist_make_scheduler(config, log):
             return crashed
 
     return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked `own_process` runs in a pytest process of its own, which ends with it: what it starts (a Java
+    VM, with its threads, signal handlers and guarded stack) never lives on in a process that runs other tests,
+    where it once crashed Procgen's native code. Its fixtures are still made here; its output comes back on
+    failure."""
+    if not pyfuncitem.get_closest_marker("own_process") or os.environ.get(OWN_PROCESS):
+        return None
+    command = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", pyfuncitem.nodeid]
+    env = dict(os.environ, **{OWN_PROCESS: "1"})
+    proc = subprocess.run(
+        command, cwd=pyfuncitem.config.rootpath, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"in its own process, exit status {proc.returncode}:\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}")
+    return True

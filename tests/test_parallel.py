@@ -11,11 +11,18 @@ from helpers import ROOT, run_python, script_env
 SMALL_SUITE = {
     "conftest.py": """
         import pytest
-        from grouping import pytest_collection_finish, pytest_configure_node, pytest_xdist_make_scheduler
+        from grouping import (
+            pytest_collection_finish,
+            pytest_configure_node,
+            pytest_pyfunc_call,
+            pytest_xdist_make_scheduler,
+        )
     """,
     "pytest.ini": """
         [pytest]
-        markers = multicore: starts processes that run at the same time
+        markers =
+            multicore: starts processes that run at the same time
+            own_process: runs in a process of its own
     """,
     "test_shared.py": """
         import os
@@ -116,3 +123,33 @@ def test_a_crashed_worker_costs_only_the_test_it_was_running(tmp_path):
     assert "crashed while running 'test_crashing.py::test_crashes'" in proc.stdout, proc.stdout
     assert len(workers) == 20, "every other test ran, once"
     assert re.search(r"^=+ 1 failed, 20 passed in ", proc.stdout, re.M), proc.stdout
+
+
+# two tests that run in a process of their own: one writes its process's id, the other fails there
+ALONE = """
+    import os
+
+    import pytest
+
+    @pytest.mark.own_process
+    def test_writes_its_process():
+        with open(os.path.join(os.environ["MADE"], "alone"), "w") as made:
+            made.write(str(os.getpid()))
+
+    @pytest.mark.own_process
+    def test_fails_alone():
+        assert os.getpid() < 0, "failed in its own process"
+
+    def test_writes_the_shared_process():
+        with open(os.path.join(os.environ["MADE"], "shared"), "w") as made:
+            made.write(str(os.getpid()))
+"""
+
+
+def test_a_test_marked_own_process_runs_in_a_process_of_its_own(tmp_path):
+    files = {name: SMALL_SUITE[name] for name in ("conftest.py", "pytest.ini")} | {"test_alone.py": ALONE}
+    proc, _, _ = run_small_suite(tmp_path, "-p", "no:xdist", files=files)
+    assert re.search(r"^=+ 1 failed, 2 passed in ", proc.stdout, re.M), proc.stdout + proc.stderr
+    assert "failed in its own process" in proc.stdout, "a failure there is reported here, with its output"
+    made = tmp_path / "made"
+    assert (made / "alone").read_text() != (made / "shared").read_text()

@@ -18,6 +18,7 @@ NVEC = [100, 6, 4, 4, 4, 4, 7, 100]  # a 10x10 map's: source cell, action type, 
 OFFSETS = np.cumsum([0, *NVEC])
 
 
+@pytest.mark.own_process  # starts the Java VM (tests/grouping.py)
 def test_environment_keeps_gym_microrts_contract():
     """One-hot observations (one value per plane in every cell), gym-microrts 0.2.0's MultiDiscrete actions and masks,
     Gymnasium's five-value step, a time limit that truncates, and frames drawn without a display."""
@@ -78,6 +79,7 @@ def test_the_jvm_leaves_the_main_thread_its_stack(tmp_path):
     assert proc.stdout.splitlines()[-1] == "played"
 
 
+@pytest.mark.own_process  # starts the Java VM (tests/grouping.py)
 def test_agent_shapes_and_initialisation():
     envs = vector_env(plain, "MicrortsMining-v1", 2)
     agent = plain.Agent(envs)
@@ -111,6 +113,7 @@ def test_categorical_masked_renormalises_over_the_allowed_values():
     )
 
 
+@pytest.mark.own_process  # starts the Java VM (tests/grouping.py)
 def test_masked_policy_never_samples_a_masked_value():
     """The mask script's agent plays 2 x 300 steps of MicrortsProduceCombatUnitsShapedReward-v1 with the masks the
     environments give: every sampled component is allowed wherever its mask allows anything. The same network

@@ -1,12 +1,12 @@
-# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpool_xla_jaxpy
+# PPO in JAX on EnvPool's Atari, its loops as jax.lax.scan; explained in docs/ppo.md#ppo_atari_envpool_xla_jax_scanpy
+# Follows CleanRL's ppo_atari_envpool_xla_jax_scan.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
 import os
 import random
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -28,174 +28,92 @@ except ModuleNotFoundError as e:
     print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
     sys.exit(2)
 
-# Fix weird OOM https://github.com/google/jax/discussions/6332#discussioncomment-1279991
+# The reference's settings for XLA on a GPU, read when JAX first computes: preallocate at most 60% of the GPU's memory
+# (the default, 75%, ran out in some runs); the last two are TensorFlow's names for deterministic kernels
 os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = "0.6"
-# Fix CUDNN non-determinisim; https://github.com/google/jax/issues/4823#issuecomment-952835771
 os.environ["TF_XLA_FLAGS"] = "--xla_gpu_autotune_level=2 --xla_gpu_deterministic_reductions"
 os.environ["TF_CUDNN DETERMINISTIC"] = "1"
 
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
+    exp_name: str = Path(__file__).stem
+    """name of the experiment, part of the run's folder name (the script's file name by default)"""
     seed: int = 1
-    """seed of the experiment"""
+    """seed for Python, NumPy, JAX's random keys and the environments (environment i gets seed + i)"""
     track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
+    """also log the run to Weights & Biases"""
     wandb_project_name: str = "cleanRL"
-    """the wandb's project name"""
+    """Weights & Biases project the run goes to"""
     wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
+    """Weights & Biases team or user that owns the project (None: your default)"""
     save_model: bool = False
-    """whether to save the model into the `runs/{run_name}` folder, then evaluate it for 10 episodes"""
+    """save the trained weights into runs/{run_name}/, then play 10 evaluation episodes with them"""
     upload_model: bool = False
-    """whether to upload the saved model to huggingface (needs --save-model)"""
+    """push the saved model to the Hugging Face Hub (needs --save-model)"""
     hf_entity: str = ""
-    """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    """Hugging Face user or organisation to push to (empty: the account you are logged in with)"""
     checkpoint_every: int = 0
     """write a checkpoint into the run folder every N iterations (0: never)"""
     resume: str | None = None
     """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
-    # Algorithm specific arguments
+    # What PPO does, and how much of it
     env_id: str = "Breakout-v5"
-    """the id of the environment"""
+    """EnvPool id of the Atari game to learn"""
     total_timesteps: int = 10000000
-    """total timesteps of the experiments"""
+    """environment steps to train for, summed over all environments"""
     learning_rate: float = 2.5e-4
-    """the learning rate of the optimizer"""
+    """Adam's step size (where it starts, with --anneal-lr)"""
     num_envs: int = 8
-    """the number of parallel game environments"""
+    """environments stepped side by side, each collecting its share of every rollout"""
     num_steps: int = 128
-    """the number of steps to run in each environment per policy rollout"""
+    """steps each environment takes per rollout; a rollout is num_envs x num_steps transitions"""
     anneal_lr: bool = True
-    """Toggle learning rate annealing for policy and value networks"""
+    """decrease the learning rate linearly to zero over the run"""
     gamma: float = 0.99
-    """the discount factor gamma"""
+    """discount: how much a reward one step later is worth"""
     gae_lambda: float = 0.95
-    """the lambda for the general advantage estimation"""
+    """GAE's lambda: 0 trusts the value function's one-step estimate, 1 the whole sum of rewards"""
     num_minibatches: int = 4
-    """the number of mini-batches"""
+    """parts each rollout is split into for the gradient steps of one epoch"""
     update_epochs: int = 4
-    """the K epochs to update the policy"""
+    """passes over each rollout during its update"""
     norm_adv: bool = True
-    """Toggles advantages normalization"""
+    """rescale each minibatch's advantages to mean 0 and standard deviation 1"""
     clip_coef: float = 0.1
-    """the surrogate clipping coefficient"""
-    clip_vloss: bool = False  # off: the reference's loss never clipped, whatever its default said
-    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    """how far the probability ratio may move from 1 before the objective stops rewarding it"""
+    clip_vloss: bool = False  # off: the reference's default said on, but its loss never clipped
+    """clip the value function's change too, as the PPO paper's code does"""
     ent_coef: float = 0.01
-    """coefficient of the entropy"""
+    """weight of the entropy bonus, which keeps the policy exploring"""
     vf_coef: float = 0.5
-    """coefficient of the value function"""
+    """weight of the value loss in the total loss"""
     max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
+    """largest gradient norm allowed; larger gradients are scaled down to it"""
 
-    # to be filled in runtime
+    # computed from the flags above once they are parsed
     batch_size: tyro.conf.Suppress[int] = 0
-    """the batch size (computed in runtime)"""
+    """transitions per rollout: num_envs x num_steps"""
     minibatch_size: tyro.conf.Suppress[int] = 0
-    """the mini-batch size (computed in runtime)"""
+    """transitions per gradient step: batch_size / num_minibatches"""
     num_iterations: tyro.conf.Suppress[int] = 0
-    """the number of iterations (computed in runtime)"""
+    """rollouts in the run, each followed by an update: total_timesteps / batch_size"""
 
 
-def make_env(env_id, seed, num_envs):
-    def thunk():
-        envs = envpool.make(
-            env_id,
-            env_type="gymnasium",
-            num_envs=num_envs,
-            episodic_life=True,
-            reward_clip=True,
-            seed=seed,
-        )
-        return envs
-
-    return thunk
-
-
-class Network(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        x = jnp.transpose(x, (0, 2, 3, 1))
-        x = x / (255.0)
-        x = nn.Conv(
-            32,
-            kernel_size=(8, 8),
-            strides=(4, 4),
-            padding="VALID",
-            kernel_init=orthogonal(np.sqrt(2)),
-            bias_init=constant(0.0),
-        )(x)
-        x = nn.relu(x)
-        x = nn.Conv(
-            64,
-            kernel_size=(4, 4),
-            strides=(2, 2),
-            padding="VALID",
-            kernel_init=orthogonal(np.sqrt(2)),
-            bias_init=constant(0.0),
-        )(x)
-        x = nn.relu(x)
-        x = nn.Conv(
-            64,
-            kernel_size=(3, 3),
-            strides=(1, 1),
-            padding="VALID",
-            kernel_init=orthogonal(np.sqrt(2)),
-            bias_init=constant(0.0),
-        )(x)
-        x = nn.relu(x)
-        x = x.reshape((x.shape[0], -1))
-        x = nn.Dense(512, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(x)
-        x = nn.relu(x)
-        return x
-
-
-class Critic(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        return nn.Dense(1, kernel_init=orthogonal(1), bias_init=constant(0.0))(x)
-
-
-class Actor(nn.Module):
-    action_dim: Sequence[int]
-
-    @nn.compact
-    def __call__(self, x):
-        return nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(x)
-
-
-@flax.struct.dataclass
-class AgentParams:
-    network_params: flax.core.FrozenDict
-    actor_params: flax.core.FrozenDict
-    critic_params: flax.core.FrozenDict
-
-    def __contains__(self, key):  # flax 0.12's TrainState asks whether "overwrite_with_gradient" is a parameter
-        return False
-
-
-@flax.struct.dataclass
-class Storage:
-    obs: jnp.array
-    actions: jnp.array
-    logprobs: jnp.array
-    dones: jnp.array
-    values: jnp.array
-    advantages: jnp.array
-    returns: jnp.array
-    rewards: jnp.array
-
-
-@flax.struct.dataclass
-class EpisodeStatistics:
-    episode_returns: jnp.array
-    episode_lengths: jnp.array
-    returned_episode_returns: jnp.array
-    returned_episode_lengths: jnp.array
+def make_env(env_id, num_envs, seed):
+    """The vector of `num_envs` games: EnvPool makes them all, with the usual Atari preprocessing done in C++ (up to 30
+    idle frames at the start, an action lasts 4 frames and the last two are maxed, FIRE to start, 84 x 84 grey, the
+    last 4 frames stacked)."""
+    envs = envpool.make(
+        env_id,
+        env_type="gymnasium",
+        num_envs=num_envs,
+        episodic_life=True,  # a lost life ends the agent's episode (the game goes on)
+        reward_clip=True,  # learn from the reward's sign, the same scale in every game
+        seed=seed,  # environment i gets seed + i
+    )
+    return envs
 
 
 def finished_episodes(episodes, global_step):
@@ -208,6 +126,82 @@ def finished_episodes(episodes, global_step):
         episodic_return = episodes.returned_episode_returns[step, env].item()
         finished.append((episode_step, episodic_return, episodes.returned_episode_lengths[step, env].item()))
     return finished
+
+
+def layer_init(std=np.sqrt(2), bias=0.0):
+    """Orthogonal weights scaled by `std`, constant biases: PPO's usual start, which matters for how it learns."""
+    return dict(kernel_init=orthogonal(std), bias_init=constant(bias))
+
+
+class Network(nn.Module):
+    """One convolutional network reads the 4 stacked frames (the Nature DQN's layers); the actor and the critic are
+    two linear heads on its 512 features."""
+
+    @nn.compact
+    def __call__(self, obs):
+        hidden = jnp.transpose(obs, (0, 2, 3, 1))  # Flax's convolutions want the 4 frames last
+        hidden = hidden / 255.0  # pixels scaled to [0, 1]
+        hidden = nn.Conv(32, kernel_size=(8, 8), strides=(4, 4), padding="VALID", **layer_init())(hidden)
+        hidden = nn.relu(hidden)
+        hidden = nn.Conv(64, kernel_size=(4, 4), strides=(2, 2), padding="VALID", **layer_init())(hidden)
+        hidden = nn.relu(hidden)
+        hidden = nn.Conv(64, kernel_size=(3, 3), strides=(1, 1), padding="VALID", **layer_init())(hidden)
+        hidden = nn.relu(hidden)
+        hidden = hidden.reshape((hidden.shape[0], -1))  # 7 x 7 pixels of 64 maps
+        hidden = nn.Dense(512, **layer_init())(hidden)
+        return nn.relu(hidden)
+
+
+class Critic(nn.Module):
+    @nn.compact
+    def __call__(self, hidden):
+        return nn.Dense(1, **layer_init(std=1))(hidden)
+
+
+class Actor(nn.Module):
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, hidden):
+        # a small last layer: every action starts about equally likely
+        return nn.Dense(self.action_dim, **layer_init(std=0.01))(hidden)
+
+
+@flax.struct.dataclass
+class AgentParams:
+    """The three modules' parameters, which the optimizer updates as one tree."""
+
+    network_params: flax.core.FrozenDict
+    actor_params: flax.core.FrozenDict
+    critic_params: flax.core.FrozenDict
+
+    def __contains__(self, key):  # Flax 0.12's TrainState looks for an "overwrite_with_gradient" entry: there is none
+        return False
+
+
+@flax.struct.dataclass
+class Storage:
+    """The rollout's arrays, indexed [step, environment]: what the policy saw and did, and GAE's results."""
+
+    obs: jnp.array
+    actions: jnp.array
+    logprobs: jnp.array
+    dones: jnp.array
+    values: jnp.array
+    advantages: jnp.array
+    returns: jnp.array
+    rewards: jnp.array
+
+
+@flax.struct.dataclass
+class EpisodeStatistics:
+    """Whole games, counted inside XLA: the return and length of each environment's game under way, and of its last
+    finished one."""
+
+    episode_returns: jnp.array
+    episode_lengths: jnp.array
+    returned_episode_returns: jnp.array
+    returned_episode_lengths: jnp.array
 
 
 def fail(message):
@@ -235,23 +229,20 @@ def check_args(args):
         return f"--num-envs x --num-steps = {batch_size} must be at most --total-timesteps {args.total_timesteps}"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
-    if envpool.registration.registry.specs.get(args.env_id, [None])[0] != "envpool.atari":
-        needs = "this script needs an EnvPool Atari id such as Breakout-v5"
-        return f"{args.env_id} has no EnvPool Atari game; {needs}: use ppo_atari.py instead"
 
 
 # no run_name, device or capture_video: JAX places its arrays itself, and the script records no video
 def evaluate(model_path, env_id, eval_episodes, seed):
     """Plays `eval_episodes` whole games with a saved model; returns their returns."""
-    envs = make_env(env_id, seed, 1)()
+    envs = make_env(env_id, 1, seed)
     network = Network()
     actor = Actor(action_dim=envs.single_action_space.n)
     critic = Critic()
-    next_obs, _ = envs.reset()
+    obs, _ = envs.reset()
     key = jax.random.PRNGKey(seed)
-    network_params = network.init(key, next_obs)
-    hidden = network.apply(network_params, next_obs)
-    params = [network_params, actor.init(key, hidden), critic.init(key, hidden)]
+    network_params = network.init(key, obs)
+    hidden = network.apply(network_params, obs)
+    params = [network_params, actor.init(key, hidden), critic.init(key, hidden)]  # the saved ones' shapes
     with open(model_path, "rb") as f:
         _, (network_params, actor_params, _) = flax.serialization.from_bytes([None, params], f.read())
     get_logits = jax.jit(lambda obs: actor.apply(actor_params, network.apply(network_params, obs)))
@@ -259,15 +250,15 @@ def evaluate(model_path, env_id, eval_episodes, seed):
     episodic_return = 0.0
     while len(episodic_returns) < eval_episodes:
         key, subkey = jax.random.split(key)
-        action = jax.random.categorical(subkey, get_logits(next_obs))
-        next_obs, _, _, truncated, info = envs.step(np.asarray(action))
+        action = jax.random.categorical(subkey, get_logits(obs))
+        obs, _, _, truncated, info = envs.step(np.asarray(action))
         episodic_return += info["reward"][0]
-        if info["terminated"][0] or truncated[0]:
+        if info["terminated"][0] or truncated[0]:  # the game's last life, or its time limit
             print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
             episodic_returns.append(episodic_return)
             episodic_return = 0.0
     envs.close()
-    return episodic_returns
+    return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
@@ -282,12 +273,25 @@ if __name__ == "__main__":
             from cleanrl_utils import checkpoint
     except ModuleNotFoundError as e:
         fail(f"{e.name} is missing: run `pip install -e .` in a clone of this project")
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
         run_name = checkpoint.begin(args, __file__, run_name)
+
+    # The environments, stepped side by side in EnvPool's threads. Its autoreset comes a step late: the step after
+    # an episode ends is a reset step, which ignores its action, pays nothing and returns the next episode's start.
+    if envpool.registration.registry.specs.get(args.env_id, [None])[0] != "envpool.atari":
+        fail(f"{args.env_id} has no EnvPool Atari game; this script needs one: use ppo_atari.py instead")
+    envs = make_env(args.env_id, args.num_envs, args.seed)
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
+    if not isinstance(obs_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Discrete):
+        has = f"{action_space} actions and {obs_space} observations"
+        needs = "Discrete actions and Box observations"
+        fail(f"{args.env_id} has {has}; this script needs {needs}: use ppo_continuous_action.py instead")
+
     if args.track:
         import wandb
 
@@ -300,65 +304,58 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-    )
+    table = "\n".join(f"|{name}|{value}|" for name, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
-    # TRY NOT TO MODIFY: seeding
+    # One seed for every random number: Python's, NumPy's and JAX's keys (weights, sampled actions, minibatch order).
     random.seed(args.seed)
     np.random.seed(args.seed)
     jax.config.update("jax_threefry_partitionable", False)  # JAX 0.4's random numbers, the reference's
     key = jax.random.PRNGKey(args.seed)
     key, network_key, actor_key, critic_key = jax.random.split(key, 4)
 
-    # env setup
-    envs = make_env(args.env_id, args.seed, args.num_envs)()
+    # EnvPool's step as an XLA operation, which jitted code calls: the rollout runs as one compiled program. The games'
+    # statistics are JAX arrays, updated in that program.
     episode_stats = EpisodeStatistics(
         episode_returns=jnp.zeros(args.num_envs, dtype=jnp.float32),
         episode_lengths=jnp.zeros(args.num_envs, dtype=jnp.int32),
         returned_episode_returns=jnp.zeros(args.num_envs, dtype=jnp.float32),
         returned_episode_lengths=jnp.zeros(args.num_envs, dtype=jnp.int32),
     )
-    handle, recv, send, step_env = envs.xla()
+    handle, _, _, step_env = envs.xla()
 
     def step_env_wrappeed(episode_stats, handle, action):
-        handle, (next_obs, reward, terminated, truncated, info) = step_env(handle, action)
-        next_done = terminated | truncated
-        new_episode_return = episode_stats.episode_returns + info["reward"]
-        new_episode_length = episode_stats.episode_lengths + 1
+        """One step of every environment, and its games' statistics: a game sums EnvPool's unclipped
+        info["reward"] until info["terminated"] (its last life) or the time limit."""
+        handle, (obs, reward, terminated, truncated, info) = step_env(handle, action)
+        done = terminated | truncated  # a time limit ends an episode as a termination does
+        new_return = episode_stats.episode_returns + info["reward"]
+        new_length = episode_stats.episode_lengths + 1
+        game_over = info["terminated"] + truncated
         episode_stats = episode_stats.replace(
-            episode_returns=(new_episode_return) * (1 - info["terminated"]) * (1 - truncated),
-            episode_lengths=(new_episode_length) * (1 - info["terminated"]) * (1 - truncated),
-            # only update the `returned_episode_returns` if the episode is done
-            returned_episode_returns=jnp.where(
-                info["terminated"] + truncated, new_episode_return, episode_stats.returned_episode_returns
-            ),
-            returned_episode_lengths=jnp.where(
-                info["terminated"] + truncated, new_episode_length, episode_stats.returned_episode_lengths
-            ),
+            episode_returns=new_return * (1 - info["terminated"]) * (1 - truncated),
+            episode_lengths=new_length * (1 - info["terminated"]) * (1 - truncated),
+            # the last finished game's, replaced only when another one ends
+            returned_episode_returns=jnp.where(game_over, new_return, episode_stats.returned_episode_returns),
+            returned_episode_lengths=jnp.where(game_over, new_length, episode_stats.returned_episode_lengths),
         )
-        return episode_stats, handle, (next_obs, reward, next_done, info)
-
-    assert isinstance(envs.single_action_space, gym.spaces.Discrete), "only discrete action space is supported"
+        return episode_stats, handle, (obs, reward, done, info)
 
     def linear_schedule(count):
-        # anneal learning rate linearly after one training iteration which contains
-        # (args.num_minibatches * args.update_epochs) gradient updates
-        frac = 1.0 - (count // (args.num_minibatches * args.update_epochs)) / args.num_iterations
-        return args.learning_rate * frac
+        """The learning rate after `count` gradient steps: from --learning-rate in the first iteration down towards 0
+        in the last, one step down per iteration (num_minibatches x update_epochs gradient steps)."""
+        remaining = 1.0 - (count // (args.num_minibatches * args.update_epochs)) / args.num_iterations
+        return args.learning_rate * remaining
 
     network = Network()
-    actor = Actor(action_dim=envs.single_action_space.n)
+    actor = Actor(action_dim=action_space.n)
     critic = Critic()
-    network_params = network.init(network_key, np.array([envs.single_observation_space.sample()]))
+    example = np.array([obs_space.sample()])  # only its shape matters to the initial weights
+    network_params = network.init(network_key, example)
+    hidden = network.apply(network_params, example)
     agent_state = TrainState.create(
         apply_fn=None,
-        params=AgentParams(
-            network_params,
-            actor.init(actor_key, network.apply(network_params, np.array([envs.single_observation_space.sample()]))),
-            critic.init(critic_key, network.apply(network_params, np.array([envs.single_observation_space.sample()]))),
-        ),
+        params=AgentParams(network_params, actor.init(actor_key, hidden), critic.init(critic_key, hidden)),
         tx=optax.chain(
             optax.clip_by_global_norm(args.max_grad_norm),
             optax.inject_hyperparams(optax.adam)(
@@ -371,16 +368,11 @@ if __name__ == "__main__":
     critic.apply = jax.jit(critic.apply)
 
     @jax.jit
-    def get_action_and_value(
-        agent_state: TrainState,
-        next_obs: np.ndarray,
-        key: jax.random.PRNGKey,
-    ):
-        """sample action, calculate value, logprob, entropy, and update storage"""
-        hidden = network.apply(agent_state.params.network_params, next_obs)
+    def get_action_and_value(agent_state, obs, key):
+        """Samples every environment's action; returns it with its log-probability, the critic's value and the key."""
+        hidden = network.apply(agent_state.params.network_params, obs)
         logits = actor.apply(agent_state.params.actor_params, hidden)
-        # sample action: Gumbel-softmax trick
-        # see https://stats.stackexchange.com/questions/359442/sampling-from-a-categorical-distribution
+        # a categorical sample: the action whose logit plus Gumbel noise, -log(-log(u)), is largest
         key, subkey = jax.random.split(key)
         u = jax.random.uniform(subkey, shape=logits.shape)
         action = jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=1)
@@ -389,117 +381,100 @@ if __name__ == "__main__":
         return action, logprob, value.squeeze(1), key
 
     @jax.jit
-    def get_action_and_value2(
-        params: flax.core.FrozenDict,
-        x: np.ndarray,
-        action: np.ndarray,
-    ):
-        """calculate value, logprob of supplied `action`, and entropy"""
-        hidden = network.apply(params.network_params, x)
+    def get_logprob_entropy_value(params, obs, action):
+        """The policy as `params` has it on the actions given: their log-probabilities, the entropy, the value."""
+        hidden = network.apply(params.network_params, obs)
         logits = actor.apply(params.actor_params, hidden)
         logprob = jax.nn.log_softmax(logits)[jnp.arange(action.shape[0]), action]
-        # normalize the logits https://gregorygundersen.com/blog/2020/02/09/log-sum-exp/
-        logits = logits - jax.scipy.special.logsumexp(logits, axis=-1, keepdims=True)
-        logits = logits.clip(min=jnp.finfo(logits.dtype).min)
-        p_log_p = logits * jax.nn.softmax(logits)
-        entropy = -p_log_p.sum(-1)
+        # the entropy from the log-probabilities (the logits less their log-sum-exp), kept finite where one is -inf
+        log_p = logits - jax.scipy.special.logsumexp(logits, axis=-1, keepdims=True)
+        log_p = log_p.clip(min=jnp.finfo(log_p.dtype).min)
+        entropy = -(log_p * jax.nn.softmax(log_p)).sum(-1)
         value = critic.apply(params.critic_params, hidden).squeeze()
         return logprob, entropy, value
 
-    def compute_gae_once(carry, inp, gamma, gae_lambda):
-        advantages = carry
-        nextdone, nextvalues, curvalues, reward = inp
-        nextnonterminal = 1.0 - nextdone
-
-        delta = reward + gamma * nextvalues * nextnonterminal - curvalues
-        advantages = delta + gamma * gae_lambda * nextnonterminal * advantages
-        return advantages, advantages
-
-    compute_gae_once = partial(compute_gae_once, gamma=args.gamma, gae_lambda=args.gae_lambda)
+    def gae_step(gae, step):
+        """One step of GAE, taken by jax.lax.scan from the last step back to the first: `gae` is the advantage of the
+        step after; the step gives whether the next observation opens a new episode, its value, this one's value
+        and the reward."""
+        done_after, value_after, value, reward = step
+        not_done = 1.0 - done_after
+        td_error = reward + args.gamma * value_after * not_done - value
+        gae = td_error + args.gamma * args.gae_lambda * not_done * gae
+        return gae, gae
 
     @jax.jit
-    def compute_gae(
-        agent_state: TrainState,
-        next_obs: np.ndarray,
-        next_done: np.ndarray,
-        storage: Storage,
-    ):
-        next_value = critic.apply(
-            agent_state.params.critic_params, network.apply(agent_state.params.network_params, next_obs)
-        ).squeeze()
-
-        advantages = jnp.zeros((args.num_envs,))
-        dones = jnp.concatenate([storage.dones, next_done[None, :]], axis=0)
+    def compute_gae(agent_state, obs, done, storage):
+        """Generalized advantage estimation, from the last step back to the first. Each step's TD error compares
+        the reward plus the discounted value of the next observation with the value of this one; the advantage
+        sums those errors discounted by gamma x lambda, and an episode's end cuts the sum and the next value."""
+        hidden = network.apply(agent_state.params.network_params, obs)
+        next_value = critic.apply(agent_state.params.critic_params, hidden).squeeze()
+        gae = jnp.zeros((args.num_envs,))  # the advantage after the last step: none
+        # each step with the done flag and the value of the observation after it
+        dones = jnp.concatenate([storage.dones, done[None, :]], axis=0)
         values = jnp.concatenate([storage.values, next_value[None, :]], axis=0)
-        _, advantages = jax.lax.scan(
-            compute_gae_once, advantages, (dones[1:], values[1:], values[:-1], storage.rewards), reverse=True
-        )
-        storage = storage.replace(
-            advantages=advantages,
-            returns=advantages + storage.values,
-        )
+        steps = (dones[1:], values[1:], values[:-1], storage.rewards)
+        _, advantages = jax.lax.scan(gae_step, gae, steps, reverse=True)
+        # what the critic should have said: the value it gave plus how much better things went
+        storage = storage.replace(advantages=advantages, returns=advantages + storage.values)
         return storage
 
-    def ppo_loss(params, x, a, logp, mb_advantages, mb_returns, mb_values):
-        newlogprob, entropy, newvalue = get_action_and_value2(params, x, a)
-        logratio = newlogprob - logp
-        ratio = jnp.exp(logratio)
-        approx_kl = ((ratio - 1) - logratio).mean()
-        old_approx_kl = (-logratio).mean()  # with the clip fraction, logged as the PyTorch scripts log them
-        clipfrac = (jnp.abs(ratio - 1.0) > args.clip_coef).mean()
-
-        if args.norm_adv:
-            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-
-        # Policy loss
-        pg_loss1 = -mb_advantages * ratio
-        pg_loss2 = -mb_advantages * jnp.clip(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-        pg_loss = jnp.maximum(pg_loss1, pg_loss2).mean()
-
-        # Value loss
-        if args.clip_vloss:  # the reference's flag never took effect; ours clips as the PyTorch scripts do
-            v_loss_unclipped = (newvalue - mb_returns) ** 2
-            v_clipped = mb_values + jnp.clip(
-                newvalue - mb_values,
-                -args.clip_coef,
-                args.clip_coef,
-            )
-            v_loss_clipped = (v_clipped - mb_returns) ** 2
-            v_loss_max = jnp.maximum(v_loss_unclipped, v_loss_clipped)
-            v_loss = 0.5 * v_loss_max.mean()
-        else:
-            v_loss = 0.5 * ((newvalue - mb_returns) ** 2).mean()
-
-        entropy_loss = entropy.mean()
-        loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-        return loss, (pg_loss, v_loss, entropy_loss, jax.lax.stop_gradient(approx_kl), old_approx_kl, clipfrac)
-
-    ppo_loss_grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
-
     @jax.jit
-    def update_ppo(
-        agent_state: TrainState,
-        storage: Storage,
-        key: jax.random.PRNGKey,
-    ):
-        def update_epoch(carry, unused_inp):
+    def update_ppo(agent_state, storage, key):
+        """update_epochs passes over the batch, each in shuffled minibatches, one gradient step per minibatch, as two
+        nested jax.lax.scan; returns the new state, every minibatch's losses (epochs x minibatches) and the key."""
+
+        def ppo_loss(params, obs, actions, logprobs, adv, target, old_value):
+            """The loss of one minibatch, and what is logged of it."""
+            # the policy as it is now, on the actions the rollout took
+            new_logprob, entropy, new_value = get_logprob_entropy_value(params, obs, actions)
+            log_ratio = new_logprob - logprobs
+            ratio = jnp.exp(log_ratio)  # new probability / probability when acting
+
+            # two estimates of the KL divergence from the acting policy (http://joschu.net/blog/kl-approx.html)
+            old_approx_kl = (-log_ratio).mean()
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clip_fraction = (jnp.abs(ratio - 1.0) > args.clip_coef).mean()
+
+            if args.norm_adv:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+
+            # Clipped surrogate objective, negated into a loss: the pessimistic one of the plain and the
+            # clipped ratio times the advantage, so that no step gains by pushing the ratio past 1 +- clip_coef.
+            surrogate = -adv * ratio
+            clipped_surrogate = -adv * jnp.clip(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+            policy_loss = jnp.maximum(surrogate, clipped_surrogate).mean()
+
+            # Value loss: squared error to the returns, with the change from the rollout's value clipped alike.
+            if args.clip_vloss:
+                error = (new_value - target) ** 2
+                value_clipped = old_value + jnp.clip(new_value - old_value, -args.clip_coef, args.clip_coef)
+                error_clipped = (value_clipped - target) ** 2
+                worse = jnp.maximum(error, error_clipped)
+                value_loss = 0.5 * worse.mean()
+            else:
+                value_loss = 0.5 * ((new_value - target) ** 2).mean()
+
+            entropy_bonus = entropy.mean()
+            loss = policy_loss - args.ent_coef * entropy_bonus + value_loss * args.vf_coef
+            approx_kl = jax.lax.stop_gradient(approx_kl)
+            return loss, (policy_loss, value_loss, entropy_bonus, approx_kl, old_approx_kl, clip_fraction)
+
+        loss_and_grads = jax.value_and_grad(ppo_loss, has_aux=True)
+
+        def update_epoch(carry, _):
             agent_state, key = carry
             key, subkey = jax.random.split(key)
 
-            def flatten(x):
-                return x.reshape((-1,) + x.shape[2:])
-
-            # taken from: https://github.com/google/brax/blob/main/brax/training/agents/ppo/train.py
-            def convert_data(x: jnp.ndarray):
-                x = jax.random.permutation(subkey, x)
-                x = jnp.reshape(x, (args.num_minibatches, -1) + x.shape[1:])
-                return x
-
-            flatten_storage = jax.tree.map(flatten, storage)
-            shuffled_storage = jax.tree.map(convert_data, flatten_storage)
+            def shuffled_minibatches(rollout_field):
+                """The field as one batch of num_steps x num_envs transitions, shuffled, cut into minibatches."""
+                batch = rollout_field.reshape((-1,) + rollout_field.shape[2:])
+                batch = jax.random.permutation(subkey, batch)  # the same order in every field
+                return jnp.reshape(batch, (args.num_minibatches, -1) + batch.shape[1:])
 
             def update_minibatch(agent_state, minibatch):
-                (loss, (pg_loss, v_loss, entropy_loss, approx_kl, old_approx_kl, clipfrac)), grads = ppo_loss_grad_fn(
+                (loss, logged), grads = loss_and_grads(
                     agent_state.params,
                     minibatch.obs,
                     minibatch.actions,
@@ -508,39 +483,24 @@ if __name__ == "__main__":
                     minibatch.returns,
                     minibatch.values,
                 )
-                agent_state = agent_state.apply_gradients(grads=grads)
-                return agent_state, (loss, pg_loss, v_loss, entropy_loss, approx_kl, grads, old_approx_kl, clipfrac)
+                agent_state = agent_state.apply_gradients(grads=grads)  # clips the gradient's norm, then Adam's step
+                return agent_state, (loss, *logged)
 
-            agent_state, (loss, pg_loss, v_loss, entropy_loss, approx_kl, grads, old_approx_kl, clipfrac) = (
-                jax.lax.scan(update_minibatch, agent_state, shuffled_storage)
-            )
-            return (agent_state, key), (loss, pg_loss, v_loss, entropy_loss, approx_kl, grads, old_approx_kl, clipfrac)
+            minibatches = jax.tree.map(shuffled_minibatches, storage)
+            agent_state, losses = jax.lax.scan(update_minibatch, agent_state, minibatches)
+            return (agent_state, key), losses
 
-        (agent_state, key), (loss, pg_loss, v_loss, entropy_loss, approx_kl, grads, old_approx_kl, clipfrac) = (
-            jax.lax.scan(update_epoch, (agent_state, key), (), length=args.update_epochs)
-        )
-        return agent_state, loss, pg_loss, v_loss, entropy_loss, approx_kl, key, old_approx_kl, clipfrac
+        (agent_state, key), losses = jax.lax.scan(update_epoch, (agent_state, key), (), length=args.update_epochs)
+        loss, policy_loss, value_loss, entropy_bonus, approx_kl, old_approx_kl, clip_fraction = losses
+        return agent_state, loss, policy_loss, value_loss, entropy_bonus, approx_kl, key, old_approx_kl, clip_fraction
 
-    # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    last_print = start_time
-    recent_returns = deque(maxlen=100)
-    next_obs, _ = envs.reset()
-    next_done = jnp.zeros(args.num_envs, dtype=jax.numpy.bool_)
-    first_iteration = 1
-    if args.resume:
-        first_iteration, global_step, start_time, next_obs, agent_state, key, episode_stats = checkpoint.restore_jax(
-            envs, agent_state, key, episode_stats
-        )
-
-    # based on https://github.dev/google/evojax/blob/0625d875262011d8e1b6aa32566b236f44b4da66/evojax/sim_mgr.py
-    def step_once(carry, step, env_step_fn):
+    def step_once(carry, _):
+        """One step of every environment, as jax.lax.scan takes it: what goes on to the next step, and what the step
+        adds to the rollout (its transitions, and the games' statistics after it)."""
         agent_state, episode_stats, obs, done, key, handle = carry
         action, logprob, value, key = get_action_and_value(agent_state, obs, key)
-
-        episode_stats, handle, (next_obs, reward, next_done, _) = env_step_fn(episode_stats, handle, action)
-        storage = Storage(
+        episode_stats, handle, (next_obs, reward, next_done, _) = step_env_wrappeed(episode_stats, handle, action)
+        transitions = Storage(
             obs=obs,
             actions=action,
             logprobs=logprob,
@@ -550,59 +510,73 @@ if __name__ == "__main__":
             returns=jnp.zeros_like(reward),
             advantages=jnp.zeros_like(reward),
         )
-        # with the statistics after each step, for each game's charts/episodic_return
-        return ((agent_state, episode_stats, next_obs, next_done, key, handle), (storage, episode_stats))
+        return (agent_state, episode_stats, next_obs, next_done, key, handle), (transitions, episode_stats)
 
-    def rollout(agent_state, episode_stats, next_obs, next_done, key, handle, step_once_fn, max_steps):
-        (agent_state, episode_stats, next_obs, next_done, key, handle), (storage, episodes) = jax.lax.scan(
-            step_once_fn, (agent_state, episode_stats, next_obs, next_done, key, handle), (), max_steps
+    def rollout(agent_state, episode_stats, obs, done, key, handle):
+        """Rollout: the current policy plays num_steps steps in every environment, one jax.lax.scan; returns what the
+        steps add up to, stacked: the storage, and the games' statistics after each step, for finished_episodes."""
+        carry = (agent_state, episode_stats, obs, done, key, handle)
+        carry, (storage, episodes) = jax.lax.scan(step_once, carry, (), args.num_steps)
+        agent_state, episode_stats, obs, done, key, handle = carry
+        return agent_state, episode_stats, obs, done, storage, key, handle, episodes
+
+    global_step = 0
+    start_time = time.time()
+    last_print = start_time
+    recent_returns = deque(maxlen=100)
+    # `obs` is what the agent acts on next; `done` says whether it opens a new episode
+    obs, _ = envs.reset()  # EnvPool seeded the games when it made them
+    done = jnp.zeros(args.num_envs, dtype=jnp.bool_)  # the scan's carry keeps the dtype of EnvPool's dones
+    first_iteration = 1
+    if args.resume:
+        first_iteration, global_step, start_time, obs, agent_state, key, episode_stats = checkpoint.restore_jax(
+            envs, agent_state, key, episode_stats
         )
-        return agent_state, episode_stats, next_obs, next_done, storage, key, handle, episodes
 
-    rollout = partial(rollout, step_once_fn=partial(step_once, env_step_fn=step_env_wrappeed), max_steps=args.num_steps)
-
+    # the learning rate needs no setting here: linear_schedule gives the optimizer the iteration's rate
     for iteration in range(first_iteration, args.num_iterations + 1):
-        iteration_time_start = time.time()
-        agent_state, episode_stats, next_obs, next_done, storage, key, handle, episodes = rollout(
-            agent_state, episode_stats, next_obs, next_done, key, handle
+        iteration_start = time.time()
+        agent_state, episode_stats, obs, done, storage, key, handle, episodes = rollout(
+            agent_state, episode_stats, obs, done, key, handle
         )
         global_step += args.num_steps * args.num_envs
         for episode_step, episodic_return, episodic_length in finished_episodes(jax.device_get(episodes), global_step):
             writer.add_scalar("charts/episodic_return", episodic_return, episode_step)
             writer.add_scalar("charts/episodic_length", episodic_length, episode_step)
             recent_returns.append(episodic_return)
-        storage = compute_gae(agent_state, next_obs, next_done, storage)
-        agent_state, loss, pg_loss, v_loss, entropy_loss, approx_kl, key, old_approx_kl, clipfrac = update_ppo(
-            agent_state,
-            storage,
-            key,
-        )
-        avg_episodic_return = np.mean(jax.device_get(episode_stats.returned_episode_returns))
-        y_pred, y_true = np.asarray(storage.values).reshape(-1), np.asarray(storage.returns).reshape(-1)
-        var_y = np.var(y_true)
-        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
-        writer.add_scalar("charts/avg_episodic_return", avg_episodic_return, global_step)
-        writer.add_scalar(
-            "charts/avg_episodic_length", np.mean(jax.device_get(episode_stats.returned_episode_lengths)), global_step
+        storage = compute_gae(agent_state, obs, done, storage)
+
+        agent_state, loss, policy_loss, value_loss, entropy_bonus, approx_kl, key, old_approx_kl, clip_fraction = (
+            update_ppo(agent_state, storage, key)
         )
-        writer.add_scalar(
-            "charts/learning_rate", agent_state.opt_state[1].hyperparams["learning_rate"].item(), global_step
-        )
-        writer.add_scalar("losses/value_loss", v_loss[-1, -1].item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss[-1, -1].item(), global_step)
-        writer.add_scalar("losses/entropy", entropy_loss[-1, -1].item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl[-1, -1].item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl[-1, -1].item(), global_step)
-        writer.add_scalar("losses/clipfrac", clipfrac[-1, -1].item(), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("losses/loss", loss[-1, -1].item(), global_step)
+
+        # how much of the returns' variance the critic's values explained before the update (1: all of it)
+        predicted = np.asarray(storage.values).reshape(-1)
+        actual = np.asarray(storage.returns).reshape(-1)
+        actual_variance = np.var(actual)
+        explained_var = np.nan if actual_variance == 0 else 1 - np.var(actual - predicted) / actual_variance
+
+        # The iteration's figures, from its last minibatch ([-1, -1] of epochs x minibatches: the KL, the losses, the
+        # clip fraction), and the mean over the environments of the return and length of their last finished games.
         sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar(
-            "charts/SPS_update", int(args.num_envs * args.num_steps / (time.time() - iteration_time_start)), global_step
-        )
+        figures = {
+            "charts/avg_episodic_return": np.mean(jax.device_get(episode_stats.returned_episode_returns)),
+            "charts/avg_episodic_length": np.mean(jax.device_get(episode_stats.returned_episode_lengths)),
+            "charts/learning_rate": agent_state.opt_state[1].hyperparams["learning_rate"].item(),
+            "losses/value_loss": value_loss[-1, -1].item(),
+            "losses/policy_loss": policy_loss[-1, -1].item(),
+            "losses/entropy": entropy_bonus[-1, -1].item(),
+            "losses/old_approx_kl": old_approx_kl[-1, -1].item(),
+            "losses/approx_kl": approx_kl[-1, -1].item(),
+            "losses/clipfrac": clip_fraction[-1, -1].item(),
+            "losses/explained_variance": explained_var,
+            "losses/loss": loss[-1, -1].item(),
+            "charts/SPS": sps,
+            "charts/SPS_update": int(args.batch_size / (time.time() - iteration_start)),  # this iteration's
+        }
+        for tag, figure in figures.items():
+            writer.add_scalar(tag, figure, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
             last_print = time.time()
             left = int((args.total_timesteps - global_step) / max(sps, 1))
@@ -614,19 +588,9 @@ if __name__ == "__main__":
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
-        with open(model_path, "wb") as f:
-            f.write(
-                flax.serialization.to_bytes(
-                    [
-                        vars(args),
-                        [
-                            agent_state.params.network_params,
-                            agent_state.params.actor_params,
-                            agent_state.params.critic_params,
-                        ],
-                    ]
-                )
-            )
+        trained = [agent_state.params.network_params, agent_state.params.actor_params, agent_state.params.critic_params]
+        with open(model_path, "wb") as f:  # the arguments, then the three modules' parameters
+            f.write(flax.serialization.to_bytes([vars(args), trained]))
         print(f"model saved to {model_path}")
 
         episodic_returns = evaluate(model_path, args.env_id, 10, args.seed)

@@ -1,4 +1,6 @@
-# docs and experiment results can be found at https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_action_isaacgympy
+# PPO on Isaac Gym: thousands of robots simulated on one GPU; explained in docs/ppo.md#ppo_continuous_action_isaacgympy
+# Follows CleanRL's ppo_continuous_action_isaacgym.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
+# CleanRL built that script on NVIDIA's IsaacGymEnvs (BSD 3-clause licence, (c) 2018-2022 NVIDIA Corporation)
 import os
 import random
 import sys
@@ -26,80 +28,80 @@ from torch.utils.tensorboard import SummaryWriter
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
+    exp_name: str = Path(__file__).stem
+    """name of the experiment, part of the run's folder name (the script's file name by default)"""
     seed: int = 1
-    """seed of the experiment"""
+    """seed for Python, NumPy, torch and the simulation"""
     torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    """ask cuDNN for deterministic kernels (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True
-    """if toggled, cuda will be enabled by default"""
+    """train on the GPU when one is available (--no-cuda keeps to the CPU)"""
     track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
+    """also log the run to Weights & Biases"""
     wandb_project_name: str = "cleanRL"
-    """the wandb's project name"""
+    """Weights & Biases project the run goes to"""
     wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
+    """Weights & Biases team or user that owns the project (None: your default)"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    """record videos of the simulation's viewer into videos/ (see --record-video-step-frequency)"""
     save_model: bool = False
-    """whether to save the model into the `runs/{run_name}` folder, then evaluate it for 10 episodes"""
+    """save the trained weights into runs/{run_name}/, then play 10 evaluation episodes with them"""
     upload_model: bool = False
-    """whether to upload the saved model to huggingface (needs --save-model)"""
+    """push the saved model to the Hugging Face Hub (needs --save-model)"""
     hf_entity: str = ""
-    """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    """Hugging Face user or organisation to push to (empty: the account you are logged in with)"""
     checkpoint_every: int = 0
     """write a checkpoint into the run folder every N iterations (0: never)"""
     resume: str | None = None
     """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
-    # Algorithm specific arguments
+    # What PPO does, and how much of it
     env_id: str = "Ant"
-    """the id of the environment (an IsaacGymEnvs task, such as Ant, Humanoid, Cartpole or ShadowHand)"""
+    """IsaacGymEnvs task to learn (Ant, Humanoid, Cartpole, ShadowHand, ...)"""
     total_timesteps: int = 30000000
-    """total timesteps of the experiments"""
+    """environment steps to train for, summed over all environments"""
     learning_rate: float = 0.0026
-    """the learning rate of the optimizer"""
+    """Adam's step size (where it starts, with --anneal-lr)"""
     num_envs: int = 4096
-    """the number of parallel game environments"""
+    """environments stepped side by side, each collecting its share of every rollout"""
     num_steps: int = 16
-    """the number of steps to run in each environment per policy rollout"""
+    """steps each environment takes per rollout; a rollout is num_envs x num_steps transitions"""
     anneal_lr: bool = False
-    """Toggle learning rate annealing for policy and value networks"""
+    """decrease the learning rate linearly to zero over the run"""
     gamma: float = 0.99
-    """the discount factor gamma"""
+    """discount: how much a reward one step later is worth"""
     gae_lambda: float = 0.95
-    """the lambda for the general advantage estimation"""
+    """GAE's lambda: 0 trusts the value function's one-step estimate, 1 the whole sum of rewards"""
     num_minibatches: int = 2
-    """the number of mini-batches"""
+    """parts each rollout is split into for the gradient steps of one epoch"""
     update_epochs: int = 4
-    """the K epochs to update the policy"""
+    """passes over each rollout during its update"""
     norm_adv: bool = True
-    """Toggles advantages normalization"""
+    """rescale each minibatch's advantages to mean 0 and standard deviation 1"""
     clip_coef: float = 0.2
-    """the surrogate clipping coefficient"""
+    """how far the probability ratio may move from 1 before the objective stops rewarding it"""
     clip_vloss: bool = False
-    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    """clip the value function's change too, as the PPO paper's code does"""
     ent_coef: float = 0.0
-    """coefficient of the entropy"""
+    """weight of the entropy bonus, which keeps the policy exploring"""
     vf_coef: float = 2.0
-    """coefficient of the value function"""
+    """weight of the value loss in the total loss"""
     max_grad_norm: float = 1.0
-    """the maximum norm for the gradient clipping"""
+    """largest gradient norm allowed; larger gradients are scaled down to it"""
     target_kl: float | None = None
-    """the target KL divergence threshold"""
+    """stop an update's epochs early once the approximate KL divergence passes this (None: never)"""
     reward_scaler: float = 1.0
-    """the factor the rewards are multiplied by for training (the logged returns are the task's own)"""
+    """factor the rewards are multiplied by for training (the logged returns stay the task's own)"""
     record_video_step_frequency: int = 1464
-    """with --capture-video, a video of 100 steps starts every this many steps of the vector environment"""
+    """with --capture-video, a video of 100 steps starts every this many steps of the simulation"""
 
-    # to be filled in runtime
+    # computed from the flags above once they are parsed
     batch_size: tyro.conf.Suppress[int] = 0
-    """the batch size (computed in runtime)"""
+    """transitions per rollout: num_envs x num_steps"""
     minibatch_size: tyro.conf.Suppress[int] = 0
-    """the mini-batch size (computed in runtime)"""
+    """transitions per gradient step: batch_size / num_minibatches"""
     num_iterations: tyro.conf.Suppress[int] = 0
-    """the number of iterations (computed in runtime)"""
+    """rollouts in the run, each followed by an update: total_timesteps / batch_size"""
 
 
 class RecordVideo:
@@ -142,26 +144,28 @@ class RecordVideo:
 
 class RecordEpisodeStatisticsTorch:
     """The view of an Isaac Gym task the agent uses: the `obs` entry of its observations, the spaces of one environment
-    (named as in Gymnasium's vector environments), and in infos["r"] and infos["l"] the return and length so far of
-    every environment's episode, in tensors on the task's device (where `dones` is set: the episode it ended)."""
+    (named as in Gymnasium's vector environments), and in infos["r"] and infos["l"] the return (float32) and length
+    (int32) so far of every environment's episode, on the task's device (where `dones` is set: the episode it ended)."""
 
     def __init__(self, env, device):
         self.env = env
         self.num_envs = env.num_envs
         self.single_observation_space = env.observation_space
         self.single_action_space = env.action_space
-        self.episode_returns = torch.zeros(env.num_envs, dtype=torch.float64, device=device)
-        self.episode_lengths = torch.zeros(env.num_envs, dtype=torch.int64, device=device)
+        self.episode_returns = torch.zeros(env.num_envs, dtype=torch.float32, device=device)
+        self.episode_lengths = torch.zeros(env.num_envs, dtype=torch.int32, device=device)
 
     def reset(self):
         return self.env.reset()["obs"]
 
     def step(self, actions):
         obs, rewards, dones, infos = self.env.step(actions)
-        infos["r"] = self.episode_returns + rewards
-        infos["l"] = self.episode_lengths + 1
-        self.episode_returns = infos["r"] * (1 - dones)
-        self.episode_lengths = infos["l"] * (1 - dones)
+        self.episode_returns += rewards
+        self.episode_lengths += 1
+        infos["r"] = self.episode_returns.clone()  # the caller's own copy: the counters go on below
+        infos["l"] = self.episode_lengths.clone()
+        self.episode_returns *= 1 - dones  # an episode that ended starts again from 0
+        self.episode_lengths *= 1 - dones
         return obs["obs"], rewards, dones, infos
 
     def close(self):
@@ -201,42 +205,53 @@ def finished_episodes_of_rollout(dones, next_done, episode_returns, episode_leng
     return list(zip(ended_global_steps, ended_returns.tolist(), ended_lengths.tolist()))
 
 
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)
-    torch.nn.init.constant_(layer.bias, bias_const)
+def layer_init(layer, std=np.sqrt(2), bias=0.0):
+    """Orthogonal weights scaled by `std`, constant biases: PPO's usual start, which matters for how it learns."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
     return layer
 
 
 class Agent(nn.Module):
+    """Two separate networks over the same observation: the critic estimates its value, the actor gives the mean
+    of a Gaussian over the actions, whose log standard deviations are parameters of their own."""
+
     def __init__(self, envs):
         super().__init__()
+        obs_size = np.array(envs.single_observation_space.shape).prod()
+        hidden = 256
         self.critic = nn.Sequential(
-            layer_init(nn.Linear(np.array(envs.single_observation_space.shape).prod(), 256)),
+            layer_init(nn.Linear(obs_size, hidden)),
             nn.Tanh(),
-            layer_init(nn.Linear(256, 256)),
+            layer_init(nn.Linear(hidden, hidden)),
             nn.Tanh(),
-            layer_init(nn.Linear(256, 1), std=1.0),
+            layer_init(nn.Linear(hidden, 1), std=1.0),
         )
+        action_size = np.prod(envs.single_action_space.shape)
+        # a small last layer: every mean starts near 0
         self.actor_mean = nn.Sequential(
-            layer_init(nn.Linear(np.array(envs.single_observation_space.shape).prod(), 256)),
+            layer_init(nn.Linear(obs_size, hidden)),
             nn.Tanh(),
-            layer_init(nn.Linear(256, 256)),
+            layer_init(nn.Linear(hidden, hidden)),
             nn.Tanh(),
-            layer_init(nn.Linear(256, np.prod(envs.single_action_space.shape)), std=0.01),
+            layer_init(nn.Linear(hidden, action_size), std=0.01),
         )
-        self.actor_logstd = nn.Parameter(torch.zeros(1, np.prod(envs.single_action_space.shape)))
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_size))  # one per action, whatever the state
 
-    def get_value(self, x):
-        return self.critic(x)
+    def get_value(self, obs):
+        return self.critic(obs)
 
-    def get_action_and_value(self, x, action=None):
-        action_mean = self.actor_mean(x)
-        action_logstd = self.actor_logstd.expand_as(action_mean)
-        action_std = torch.exp(action_logstd)
-        probs = Normal(action_mean, action_std)
+    def get_action_and_value(self, obs, action=None):
+        """Samples an action (or takes the one given, to score it again) and returns it with its log-probability,
+        the policy's entropy and the critic's value."""
+        mean = self.actor_mean(obs)
+        logstd = self.actor_logstd.expand_as(mean)
+        std = torch.exp(logstd)
+        policy = Normal(mean, std)
         if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
+            action = policy.sample()
+        # the action's dimensions are independent: their log-probabilities and entropies add up
+        return action, policy.log_prob(action).sum(1), policy.entropy().sum(1), self.critic(obs)
 
 
 def fail(message):
@@ -313,30 +328,35 @@ if __name__ == "__main__":
             from cleanrl_utils import checkpoint
     except ModuleNotFoundError as e:
         fail(f"{e.name} is missing: run `pip install -e .` in a clone of this project")
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
         run_name = checkpoint.begin(args, __file__, run_name)
 
-    # TRY NOT TO MODIFY: seeding (before the task is made, as in the reference: its making may draw from torch)
+    # The environments: one Isaac Gym simulation on the device, which keeps its tensors there. IsaacGymEnvs keeps
+    # one configuration file per task: an unknown name stops here, before anything is written.
+    task_configs = Path(isaacgymenvs.__file__).parent / "cfg" / "task"
+    tasks = sorted(path.stem for path in task_configs.glob("*.yaml"))
+    if args.env_id not in tasks:
+        fail(f"IsaacGymEnvs has no task '{args.env_id}'; its tasks are {', '.join(tasks)}")
+    # One seed for every random number: Python's, NumPy's and torch's (weights, sampled actions, minibatch order).
+    # Set before the task is made: making it reseeds torch and draws from it, and the weights come after those draws.
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    # env setup; the device comes first: Isaac Gym simulates on it, and its tensors stay there
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    task_configs = Path(isaacgymenvs.__file__).parent / "cfg" / "task"
-    tasks = sorted(path.stem for path in task_configs.glob("*.yaml"))
-    if args.env_id not in tasks:  # IsaacGymEnvs keeps one configuration file per task
-        fail(f"IsaacGymEnvs has no task '{args.env_id}'; its tasks are {', '.join(tasks)}")
+    use_cuda = args.cuda and torch.cuda.is_available()
+    device = torch.device("cuda" if use_cuda else "cpu")
     envs = make_env(
         args.env_id, args.num_envs, args.seed, device, args.capture_video, run_name, args.record_video_step_frequency
     )
-    if type(envs.single_action_space).__name__ != "Box" or len(envs.single_observation_space.shape) != 1:  # gym spaces
-        has = f"{envs.single_action_space} actions and {envs.single_observation_space} observations"
+    obs_space = envs.single_observation_space
+    action_space = envs.single_action_space
+    if type(action_space).__name__ != "Box" or len(obs_space.shape) != 1:  # gym's spaces, not Gymnasium's
+        has = f"{action_space} actions and {obs_space} observations"
         needs = "Box actions and flat observations"
         fail(f"{args.env_id} has {has}; this script needs {needs}: use a task with both instead")
 
@@ -352,138 +372,144 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-    )
-
-    torch.distributions.Distribution.set_default_validate_args(False)  # no argument checks in every Normal
+    table = "\n".join(f"|{name}|{value}|" for name, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    episode_returns = torch.zeros((args.num_steps, args.num_envs), dtype=torch.float64).to(device)
-    episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64).to(device)
+    # What one rollout collects, step by step and environment by environment.
+    steps_by_envs = (args.num_steps, args.num_envs)
+    rollout_obs = torch.zeros(steps_by_envs + obs_space.shape).to(device)
+    rollout_actions = torch.zeros(steps_by_envs + action_space.shape).to(device)
+    rollout_logprobs = torch.zeros(steps_by_envs).to(device)
+    rollout_rewards = torch.zeros(steps_by_envs).to(device)
+    rollout_dones = torch.zeros(steps_by_envs).to(device)
+    rollout_values = torch.zeros(steps_by_envs).to(device)
+    # each step's episode statistics, read once the rollout is over
+    rollout_episode_returns = torch.zeros(steps_by_envs).to(device)
+    rollout_episode_lengths = torch.zeros(steps_by_envs, dtype=torch.int32).to(device)
 
-    # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = time.time()
     last_print = start_time
     recent_returns = deque(maxlen=100)
-    next_obs = envs.reset()
-    next_done = torch.zeros(args.num_envs).to(device)
+    # `obs` is what the agent acts on next; `done` says whether it opens a new episode
+    obs = envs.reset()  # the task was seeded when it was made
+    done = torch.zeros(args.num_envs).to(device)
     first_iteration = 1
     if args.resume:
-        first_iteration, global_step, start_time, next_obs, next_done = checkpoint.restore(envs, agent, optimizer)
+        first_iteration, global_step, start_time, obs, done = checkpoint.restore(envs, agent, optimizer)
 
     for iteration in range(first_iteration, args.num_iterations + 1):
-        # Annealing the rate if instructed to do so.
-        if args.anneal_lr:
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            lrnow = frac * args.learning_rate
-            optimizer.param_groups[0]["lr"] = lrnow
+        if args.anneal_lr:  # from --learning-rate at the first iteration down towards 0 at the last
+            remaining = 1.0 - (iteration - 1.0) / args.num_iterations
+            optimizer.param_groups[0]["lr"] = remaining * args.learning_rate
 
+        # Rollout: the current policy plays num_steps steps in every environment.
         for step in range(0, args.num_steps):
             global_step += args.num_envs
-            obs[step] = next_obs
-            dones[step] = next_done
+            rollout_obs[step] = obs
+            rollout_dones[step] = done
 
-            # ALGO LOGIC: action logic
-            with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
-                values[step] = value.flatten()
-            actions[step] = action
-            logprobs[step] = logprob
+            with torch.no_grad():  # acting needs no gradients
+                action, logprob, _, value = agent.get_action_and_value(obs)
+                rollout_values[step] = value.flatten()
+            rollout_actions[step] = action
+            rollout_logprobs[step] = logprob
 
-            # TRY NOT TO MODIFY: execute the game and log data.
-            # (the task's reward and done tensors are its own buffers, which its next step overwrites: copied here)
-            next_obs, reward, next_done, infos = envs.step(action)
-            rewards[step] = reward * args.reward_scaler
-            next_done = next_done.float()
-            episode_returns[step] = infos["r"]
-            episode_lengths[step] = infos["l"]
+            # tensors on the device both ways; the task's reward and done are its own buffers, which its next step
+            # overwrites: copied here (a time limit ends an episode as a termination does)
+            obs, reward, done, infos = envs.step(action)
+            rollout_rewards[step] = reward * args.reward_scaler
+            done = done.float()
+            rollout_episode_returns[step] = infos["r"]
+            rollout_episode_lengths[step] = infos["l"]
 
-        episodes = finished_episodes_of_rollout(dones, next_done, episode_returns, episode_lengths, global_step)
+        # the episodes that ended in the rollout, read from the device at once
+        episodes = finished_episodes_of_rollout(
+            rollout_dones, done, rollout_episode_returns, rollout_episode_lengths, global_step
+        )
         for ended_at, episodic_return, episodic_length in episodes:
             writer.add_scalar("charts/episodic_return", episodic_return, ended_at)
             writer.add_scalar("charts/episodic_length", episodic_length, ended_at)
             recent_returns.append(episodic_return)
 
-        # bootstrap value if not done
+        # Generalized advantage estimation, from the last step back to the first. Each step's TD error compares
+        # the reward plus the discounted value of the next observation with the value of this one; the advantage
+        # sums those errors discounted by gamma x lambda, and an episode's end cuts the sum and the next value.
         with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages = torch.zeros_like(rewards).to(device)
-            lastgaelam = 0
+            next_value = agent.get_value(obs).reshape(1, -1)
+            advantages = torch.zeros_like(rollout_rewards).to(device)
+            gae = 0  # the advantage of the step after t
             for t in reversed(range(args.num_steps)):
                 if t == args.num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
+                    not_done = 1.0 - done
+                    value_after = next_value
                 else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
-            returns = advantages + values
+                    not_done = 1.0 - rollout_dones[t + 1]
+                    value_after = rollout_values[t + 1]
+                td_error = rollout_rewards[t] + args.gamma * value_after * not_done - rollout_values[t]
+                gae = td_error + args.gamma * args.gae_lambda * not_done * gae
+                advantages[t] = gae
+            # what the critic should have said: the value it gave plus how much better things went
+            returns = advantages + rollout_values
 
-        # flatten the batch
-        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
+        # The rollout as one batch of num_steps x num_envs transitions.
+        batch_obs = rollout_obs.reshape((-1,) + obs_space.shape)
+        batch_logprobs = rollout_logprobs.reshape(-1)
+        batch_actions = rollout_actions.reshape((-1,) + action_space.shape)
+        batch_advantages = advantages.reshape(-1)
+        batch_returns = returns.reshape(-1)
+        batch_values = rollout_values.reshape(-1)
 
-        # Optimizing the policy and value network
-        clipfracs = []
+        # Update: update_epochs passes over the batch, each in shuffled minibatches, one gradient step per minibatch.
+        clip_fractions = []
         for epoch in range(args.update_epochs):
-            b_inds = torch.randperm(args.batch_size, device=device)
+            order = torch.randperm(args.batch_size, device=device)
             for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
-                mb_inds = b_inds[start:end]
+                stop = start + args.minibatch_size
+                minibatch = order[start:stop]
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
+                # the policy as it is now, on the actions the rollout took
+                _, new_logprob, entropy, new_value = agent.get_action_and_value(
+                    batch_obs[minibatch], batch_actions[minibatch]
+                )
+                log_ratio = new_logprob - batch_logprobs[minibatch]
+                ratio = log_ratio.exp()  # new probability / probability when acting
 
                 with torch.no_grad():
-                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+                    # two estimates of the KL divergence from the acting policy (http://joschu.net/blog/kl-approx.html)
+                    old_approx_kl = (-log_ratio).mean()
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clipped = (ratio - 1.0).abs() > args.clip_coef
+                    clip_fractions.append(clipped.float().mean().item())
 
-                mb_advantages = b_advantages[mb_inds]
+                adv = batch_advantages[minibatch]
                 if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
 
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+                # Clipped surrogate objective, negated into a loss: the pessimistic one of the plain and the
+                # clipped ratio times the advantage, so that no step gains by pushing the ratio past 1 +- clip_coef.
+                surrogate = -adv * ratio
+                clipped_surrogate = -adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                policy_loss = torch.max(surrogate, clipped_surrogate).mean()
 
-                # Value loss
-                newvalue = newvalue.view(-1)
+                # Value loss: squared error to the returns, with the change from the rollout's value clipped alike.
+                new_value = new_value.view(-1)
+                target = batch_returns[minibatch]
                 if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds],
-                        -args.clip_coef,
-                        args.clip_coef,
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                    v_loss = 0.5 * v_loss_max.mean()
+                    old_value = batch_values[minibatch]
+                    error = (new_value - target) ** 2
+                    value_clipped = old_value + torch.clamp(new_value - old_value, -args.clip_coef, args.clip_coef)
+                    error_clipped = (value_clipped - target) ** 2
+                    worse = torch.max(error, error_clipped)
+                    value_loss = 0.5 * worse.mean()
                 else:
-                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                    value_loss = 0.5 * ((new_value - target) ** 2).mean()
 
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                entropy_bonus = entropy.mean()
+                loss = policy_loss - args.ent_coef * entropy_bonus + value_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -493,23 +519,29 @@ if __name__ == "__main__":
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
-        var_y = np.var(y_true)
-        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+        # how much of the returns' variance the critic's values explained before the update (1: all of it)
+        predicted = batch_values.cpu().numpy()
+        actual = batch_returns.cpu().numpy()
+        actual_variance = np.var(actual)
+        explained_var = np.nan if actual_variance == 0 else 1 - np.var(actual - predicted) / actual_variance
 
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        # The iteration's figures, from its last minibatch (the KL, the losses) or from all of them (clip fraction).
         sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
+        figures = {
+            "charts/learning_rate": optimizer.param_groups[0]["lr"],
+            "losses/value_loss": value_loss.item(),
+            "losses/policy_loss": policy_loss.item(),
+            "losses/entropy": entropy_bonus.item(),
+            "losses/old_approx_kl": old_approx_kl.item(),
+            "losses/approx_kl": approx_kl.item(),
+            "losses/clipfrac": np.mean(clip_fractions),
+            "losses/explained_variance": explained_var,
+            "charts/SPS": sps,
+        }
         if "consecutive_successes" in infos:  # ShadowHand and AllegroHand: goals reached in a row, on average
-            writer.add_scalar("charts/consecutive_successes", infos["consecutive_successes"].item(), global_step)
+            figures["charts/consecutive_successes"] = infos["consecutive_successes"].item()
+        for tag, figure in figures.items():
+            writer.add_scalar(tag, figure, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
             last_print = time.time()
             left = int((args.total_timesteps - global_step) / max(sps, 1))
@@ -517,7 +549,7 @@ if __name__ == "__main__":
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
         if args.checkpoint_every or args.resume:  # every --checkpoint-every iterations, the last one, and on a signal
-            checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
+            checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, obs, done)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
@@ -528,7 +560,7 @@ if __name__ == "__main__":
             envs.env.close()
             envs.env.video_folder = f"videos/{run_name}-eval"
             envs.env.step_id = 0
-        episodic_returns = evaluate(model_path, envs, next_obs, 10, device)
+        episodic_returns = evaluate(model_path, envs, obs, 10, device)
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
 

@@ -1,10 +1,12 @@
-# docs and experiment results can be found at docs/ppo_microrts.md#ppo_multidiscretepy
+# PPO with several discrete choices per step, on Gym-μRTS; explained in docs/ppo_microrts.md#ppo_multidiscretepy
+# Follows ppo-implementation-details' ppo_multidiscrete.py (MIT licence, (c) 2022 its authors); see CREDITS.md
 import os
 import random
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -25,89 +27,91 @@ except ModuleNotFoundError as e:
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
+    exp_name: str = Path(__file__).stem
+    """name of the experiment, part of the run's folder name (the script's file name by default)"""
     seed: int = 1
-    """seed of the experiment"""
+    """seed for Python, NumPy, torch and the environments (environment i gets seed + i)"""
     torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    """ask cuDNN for deterministic kernels (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True
-    """if toggled, cuda will be enabled by default"""
+    """train on the GPU when one is available (--no-cuda keeps to the CPU)"""
     track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
+    """also log the run to Weights & Biases"""
     wandb_project_name: str = "cleanRL"
-    """the wandb's project name"""
+    """Weights & Biases project the run goes to"""
     wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
+    """Weights & Biases team or user that owns the project (None: your default)"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    """record videos of environment 0's episodes into videos/"""
     save_model: bool = False
-    """whether to save the model into the `runs/{run_name}` folder, then evaluate it for 10 episodes"""
+    """save the trained weights into runs/{run_name}/, then play 10 evaluation episodes with them"""
     upload_model: bool = False
-    """whether to upload the saved model to huggingface (needs --save-model)"""
+    """push the saved model to the Hugging Face Hub (needs --save-model)"""
     hf_entity: str = ""
-    """the user or org name of the model repository from the Hugging Face Hub (empty: your own account)"""
+    """Hugging Face user or organisation to push to (empty: the account you are logged in with)"""
     checkpoint_every: int = 0
     """write a checkpoint into the run folder every N iterations (0: never)"""
     resume: str | None = None
     """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
 
-    # Algorithm specific arguments
+    # What PPO does, and how much of it
     env_id: str = "MicrortsMining-v1"
-    """the id of the environment"""
+    """Gymnasium id of the task to learn"""
     total_timesteps: int = 2000000
-    """total timesteps of the experiments"""
+    """environment steps to train for, summed over all environments"""
     learning_rate: float = 2.5e-4
-    """the learning rate of the optimizer"""
+    """Adam's step size (where it starts, with --anneal-lr)"""
     num_envs: int = 8
-    """the number of parallel game environments"""
+    """environments stepped side by side, each collecting its share of every rollout"""
     num_steps: int = 128
-    """the number of steps to run in each environment per policy rollout"""
+    """steps each environment takes per rollout; a rollout is num_envs x num_steps transitions"""
     anneal_lr: bool = True
-    """Toggle learning rate annealing for policy and value networks"""
+    """decrease the learning rate linearly to zero over the run"""
     gamma: float = 0.99
-    """the discount factor gamma"""
+    """discount: how much a reward one step later is worth"""
     gae_lambda: float = 0.95
-    """the lambda for the general advantage estimation"""
+    """GAE's lambda: 0 trusts the value function's one-step estimate, 1 the whole sum of rewards"""
     num_minibatches: int = 4
-    """the number of mini-batches"""
+    """parts each rollout is split into for the gradient steps of one epoch"""
     update_epochs: int = 4
-    """the K epochs to update the policy"""
+    """passes over each rollout during its update"""
     norm_adv: bool = True
-    """Toggles advantages normalization"""
+    """rescale each minibatch's advantages to mean 0 and standard deviation 1"""
     clip_coef: float = 0.1
-    """the surrogate clipping coefficient"""
+    """how far the probability ratio may move from 1 before the objective stops rewarding it"""
     clip_vloss: bool = True
-    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    """clip the value function's change too, as the PPO paper's code does"""
     ent_coef: float = 0.01
-    """coefficient of the entropy"""
+    """weight of the entropy bonus, which keeps the policy exploring"""
     vf_coef: float = 0.5
-    """coefficient of the value function"""
+    """weight of the value loss in the total loss"""
     max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
+    """largest gradient norm allowed; larger gradients are scaled down to it"""
     target_kl: float | None = None
-    """the target KL divergence threshold"""
+    """stop an update's epochs early once the approximate KL divergence passes this (None: never)"""
 
-    # to be filled in runtime
+    # computed from the flags above once they are parsed
     batch_size: tyro.conf.Suppress[int] = 0
-    """the batch size (computed in runtime)"""
+    """transitions per rollout: num_envs x num_steps"""
     minibatch_size: tyro.conf.Suppress[int] = 0
-    """the mini-batch size (computed in runtime)"""
+    """transitions per gradient step: batch_size / num_minibatches"""
     num_iterations: tyro.conf.Suppress[int] = 0
-    """the number of iterations (computed in runtime)"""
+    """rollouts in the run, each followed by an update: total_timesteps / batch_size"""
 
 
-def make_env(env_id, idx, capture_video, run_name):
-    def thunk():
-        if capture_video and idx == 0:
+def make_env(env_id, index, capture_video, run_name):
+    """A function that makes environment `index` of the vector: Gymnasium's vector environments call it in place."""
+
+    def make():
+        if capture_video and index == 0:  # one environment is enough to watch
             env = gym.make(env_id, render_mode="rgb_array")
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
             env = gym.make(env_id)
-        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = gym.wrappers.RecordEpisodeStatistics(env)  # puts each episode's return and length in `info`
         return env
 
-    return thunk
+    return make
 
 
 def finished_episodes(infos):
@@ -119,50 +123,62 @@ def finished_episodes(infos):
     return list(zip(final_info["episode"]["r"][ended].tolist(), final_info["episode"]["l"][ended].tolist()))
 
 
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)
-    torch.nn.init.constant_(layer.bias, bias_const)
+def layer_init(layer, std=np.sqrt(2), bias=0.0):
+    """Orthogonal weights scaled by `std`, constant biases: PPO's usual start, which matters for how it learns."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
     return layer
 
 
-class Transpose(nn.Module):
-    def __init__(self, permutation):
+class Permute(nn.Module):
+    """Reorders a tensor's dimensions: Gym-μRTS gives (batch, height, width, planes), a convolution wants the planes
+    second."""
+
+    def __init__(self, order):
         super().__init__()
-        self.permutation = permutation
+        self.order = order
 
     def forward(self, x):
-        return x.permute(self.permutation)
+        return x.permute(self.order)
 
 
 class Agent(nn.Module):
+    """A small convolutional network reads the map's 27 one-hot planes; the actor and the critic are two linear heads
+    on its 128 features. The actor's logits are split into one categorical distribution per part of the action."""
+
     def __init__(self, envs):
         super().__init__()
+        features = 128
         self.network = nn.Sequential(
-            Transpose((0, 3, 1, 2)),
+            Permute((0, 3, 1, 2)),
             layer_init(nn.Conv2d(27, 16, kernel_size=3, stride=2)),
             nn.ReLU(),
             layer_init(nn.Conv2d(16, 32, kernel_size=2)),
             nn.ReLU(),
             nn.Flatten(),
-            layer_init(nn.Linear(32 * 3 * 3, 128)),
+            layer_init(nn.Linear(32 * 3 * 3, features)),  # 32 maps of 3 x 3 cells
             nn.ReLU(),
         )
-        self.nvec = envs.single_action_space.nvec
-        self.actor = layer_init(nn.Linear(128, self.nvec.sum()), std=0.01)
-        self.critic = layer_init(nn.Linear(128, 1), std=1)
+        self.nvec = envs.single_action_space.nvec  # how many values each part of the action takes
+        # a small last layer: every value starts about equally likely
+        self.actor = layer_init(nn.Linear(features, self.nvec.sum()), std=0.01)
+        self.critic = layer_init(nn.Linear(features, 1), std=1)
 
-    def get_value(self, x):
-        return self.critic(self.network(x))
+    def get_value(self, obs):
+        return self.critic(self.network(obs))
 
-    def get_action_and_value(self, x, action=None):
-        hidden = self.network(x)
+    def get_action_and_value(self, obs, action=None):
+        """Samples an action (or takes the one given, to score it again) and returns it with its log-probability,
+        the policy's entropy and the critic's value. The parts are independent: their log-probabilities and
+        entropies add up."""
+        hidden = self.network(obs)
         logits = self.actor(hidden)
-        split_logits = torch.split(logits, self.nvec.tolist(), dim=1)
-        multi_categoricals = [Categorical(logits=logits) for logits in split_logits]
+        parts = torch.split(logits, self.nvec.tolist(), dim=1)
+        policies = [Categorical(logits=part) for part in parts]
         if action is None:
-            action = torch.stack([categorical.sample() for categorical in multi_categoricals])
-        logprob = torch.stack([categorical.log_prob(a) for a, categorical in zip(action, multi_categoricals)])
-        entropy = torch.stack([categorical.entropy() for categorical in multi_categoricals])
+            action = torch.stack([policy.sample() for policy in policies])
+        logprob = torch.stack([policy.log_prob(value) for value, policy in zip(action, policies)])
+        entropy = torch.stack([policy.entropy() for policy in policies])
         return action.T, logprob.sum(0), entropy.sum(0), self.critic(hidden)
 
 
@@ -227,14 +243,15 @@ if __name__ == "__main__":
             from cleanrl_utils import checkpoint
     except ModuleNotFoundError as e:
         fail(f"{e.name} is missing: run `pip install -e .` in a clone of this project")
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
         run_name = checkpoint.begin(args, __file__, run_name)
 
-    # env setup; same-step autoreset: an ending step returns the next episode's first observation, as in Gymnasium 0.x
+    # The environments, stepped in turn in this process. Same-step autoreset: the step that ends an episode
+    # returns the first observation of the next one, as Gymnasium 0.x did.
     try:
         envs = gym.vector.SyncVectorEnv(
             [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
@@ -261,143 +278,148 @@ if __name__ == "__main__":
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-    )
+    table = "\n".join(f"|{name}|{value}|" for name, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
-    # TRY NOT TO MODIFY: seeding
+    # One seed for every random number: Python's, NumPy's (minibatch order) and torch's (weights, sampled actions).
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    use_cuda = args.cuda and torch.cuda.is_available()
+    device = torch.device("cuda" if use_cuda else "cpu")
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    # What one rollout collects, step by step and environment by environment.
+    steps_by_envs = (args.num_steps, args.num_envs)
+    rollout_obs = torch.zeros(steps_by_envs + obs_space.shape).to(device)
+    rollout_actions = torch.zeros(steps_by_envs + action_space.shape).to(device)
+    rollout_logprobs = torch.zeros(steps_by_envs).to(device)
+    rollout_rewards = torch.zeros(steps_by_envs).to(device)
+    rollout_dones = torch.zeros(steps_by_envs).to(device)
+    rollout_values = torch.zeros(steps_by_envs).to(device)
 
-    # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = time.time()
     last_print = start_time
     recent_returns = deque(maxlen=100)
-    next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = torch.Tensor(next_obs).to(device)
-    next_done = torch.zeros(args.num_envs).to(device)
+    # `obs` is what the agent acts on next; `done` says whether it opens a new episode
+    obs, _ = envs.reset(seed=args.seed)
+    obs = torch.Tensor(obs).to(device)
+    done = torch.zeros(args.num_envs).to(device)
     first_iteration = 1
     if args.resume:
-        first_iteration, global_step, start_time, next_obs, next_done = checkpoint.restore(envs, agent, optimizer)
+        first_iteration, global_step, start_time, obs, done = checkpoint.restore(envs, agent, optimizer)
 
     for iteration in range(first_iteration, args.num_iterations + 1):
-        # Annealing the rate if instructed to do so.
-        if args.anneal_lr:
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            lrnow = frac * args.learning_rate
-            optimizer.param_groups[0]["lr"] = lrnow
+        if args.anneal_lr:  # from --learning-rate at the first iteration down towards 0 at the last
+            remaining = 1.0 - (iteration - 1.0) / args.num_iterations
+            optimizer.param_groups[0]["lr"] = remaining * args.learning_rate
 
+        # Rollout: the current policy plays num_steps steps in every environment.
         for step in range(0, args.num_steps):
             global_step += args.num_envs
-            obs[step] = next_obs
-            dones[step] = next_done
+            rollout_obs[step] = obs
+            rollout_dones[step] = done
 
-            # ALGO LOGIC: action logic
-            with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
-                values[step] = value.flatten()
-            actions[step] = action
-            logprobs[step] = logprob
+            with torch.no_grad():  # acting needs no gradients
+                action, logprob, _, value = agent.get_action_and_value(obs)
+                rollout_values[step] = value.flatten()
+            rollout_actions[step] = action
+            rollout_logprobs[step] = logprob
 
-            # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            next_done = np.logical_or(terminations, truncations)
-            rewards[step] = torch.tensor(reward).to(device).view(-1)
-            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+            obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            # a time limit ends an episode as a termination does
+            done = np.logical_or(terminations, truncations)
+            rollout_rewards[step] = torch.tensor(reward).to(device).view(-1)
+            obs = torch.Tensor(obs).to(device)
+            done = torch.Tensor(done).to(device)
 
             for episodic_return, episodic_length in finished_episodes(infos):
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                 writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                 recent_returns.append(episodic_return)
 
-        # bootstrap value if not done
+        # Generalized advantage estimation, from the last step back to the first. Each step's TD error compares
+        # the reward plus the discounted value of the next observation with the value of this one; the advantage
+        # sums those errors discounted by gamma x lambda, and an episode's end cuts the sum and the next value.
         with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages = torch.zeros_like(rewards).to(device)
-            lastgaelam = 0
+            next_value = agent.get_value(obs).reshape(1, -1)
+            advantages = torch.zeros_like(rollout_rewards).to(device)
+            gae = 0  # the advantage of the step after t
             for t in reversed(range(args.num_steps)):
                 if t == args.num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
+                    not_done = 1.0 - done
+                    value_after = next_value
                 else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
-            returns = advantages + values
+                    not_done = 1.0 - rollout_dones[t + 1]
+                    value_after = rollout_values[t + 1]
+                td_error = rollout_rewards[t] + args.gamma * value_after * not_done - rollout_values[t]
+                gae = td_error + args.gamma * args.gae_lambda * not_done * gae
+                advantages[t] = gae
+            # what the critic should have said: the value it gave plus how much better things went
+            returns = advantages + rollout_values
 
-        # flatten the batch
-        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
+        # The rollout as one batch of num_steps x num_envs transitions.
+        batch_obs = rollout_obs.reshape((-1,) + obs_space.shape)
+        batch_logprobs = rollout_logprobs.reshape(-1)
+        batch_actions = rollout_actions.reshape((-1,) + action_space.shape)
+        batch_advantages = advantages.reshape(-1)
+        batch_returns = returns.reshape(-1)
+        batch_values = rollout_values.reshape(-1)
 
-        # Optimizing the policy and value network
-        b_inds = np.arange(args.batch_size)
-        clipfracs = []
+        # Update: update_epochs passes over the batch, each in shuffled minibatches, one gradient step per minibatch.
+        order = np.arange(args.batch_size)
+        clip_fractions = []
         for epoch in range(args.update_epochs):
-            np.random.shuffle(b_inds)
+            np.random.shuffle(order)
             for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
-                mb_inds = b_inds[start:end]
+                stop = start + args.minibatch_size
+                minibatch = order[start:stop]
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                    b_obs[mb_inds], b_actions.long()[mb_inds].T
+                # the policy as it is now, on the actions the rollout took
+                # the batch holds one action per row; the agent takes one part of every action per row
+                _, new_logprob, entropy, new_value = agent.get_action_and_value(
+                    batch_obs[minibatch], batch_actions.long()[minibatch].T
                 )
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
+                log_ratio = new_logprob - batch_logprobs[minibatch]
+                ratio = log_ratio.exp()  # new probability / probability when acting
 
                 with torch.no_grad():
-                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+                    # two estimates of the KL divergence from the acting policy (http://joschu.net/blog/kl-approx.html)
+                    old_approx_kl = (-log_ratio).mean()
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clipped = (ratio - 1.0).abs() > args.clip_coef
+                    clip_fractions.append(clipped.float().mean().item())
 
-                mb_advantages = b_advantages[mb_inds]
+                adv = batch_advantages[minibatch]
                 if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
 
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+                # Clipped surrogate objective, negated into a loss: the pessimistic one of the plain and the
+                # clipped ratio times the advantage, so that no step gains by pushing the ratio past 1 +- clip_coef.
+                surrogate = -adv * ratio
+                clipped_surrogate = -adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                policy_loss = torch.max(surrogate, clipped_surrogate).mean()
 
-                # Value loss
-                newvalue = newvalue.view(-1)
+                # Value loss: squared error to the returns, with the change from the rollout's value clipped alike.
+                new_value = new_value.view(-1)
+                target = batch_returns[minibatch]
                 if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds],
-                        -args.clip_coef,
-                        args.clip_coef,
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                    v_loss = 0.5 * v_loss_max.mean()
+                    old_value = batch_values[minibatch]
+                    error = (new_value - target) ** 2
+                    value_clipped = old_value + torch.clamp(new_value - old_value, -args.clip_coef, args.clip_coef)
+                    error_clipped = (value_clipped - target) ** 2
+                    worse = torch.max(error, error_clipped)
+                    value_loss = 0.5 * worse.mean()
                 else:
-                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                    value_loss = 0.5 * ((new_value - target) ** 2).mean()
 
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                entropy_bonus = entropy.mean()
+                loss = policy_loss - args.ent_coef * entropy_bonus + value_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -407,21 +429,27 @@ if __name__ == "__main__":
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
-        var_y = np.var(y_true)
-        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+        # how much of the returns' variance the critic's values explained before the update (1: all of it)
+        predicted = batch_values.cpu().numpy()
+        actual = batch_returns.cpu().numpy()
+        actual_variance = np.var(actual)
+        explained_var = np.nan if actual_variance == 0 else 1 - np.var(actual - predicted) / actual_variance
 
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        # The iteration's figures, from its last minibatch (the KL, the losses) or from all of them (clip fraction).
         sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
+        figures = {
+            "charts/learning_rate": optimizer.param_groups[0]["lr"],
+            "losses/value_loss": value_loss.item(),
+            "losses/policy_loss": policy_loss.item(),
+            "losses/entropy": entropy_bonus.item(),
+            "losses/old_approx_kl": old_approx_kl.item(),
+            "losses/approx_kl": approx_kl.item(),
+            "losses/clipfrac": np.mean(clip_fractions),
+            "losses/explained_variance": explained_var,
+            "charts/SPS": sps,
+        }
+        for tag, figure in figures.items():
+            writer.add_scalar(tag, figure, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
             last_print = time.time()
             left = int((args.total_timesteps - global_step) / max(sps, 1))
@@ -429,7 +457,7 @@ if __name__ == "__main__":
             progress = f"[{100 * global_step / args.total_timesteps:3.0f}%] step {global_step}/{args.total_timesteps}"
             print(f"{progress} | SPS {sps} | episodic return {recent} | left {left // 60}m{left % 60:02d}s", flush=True)
         if args.checkpoint_every or args.resume:  # every --checkpoint-every iterations, the last one, and on a signal
-            checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
+            checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, obs, done)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"

@@ -3,8 +3,8 @@
 A script imports this module only under `--checkpoint-every N` or `--resume PATH`, and uses it in three places:
 
     run_name = checkpoint.begin(args, __file__, run_name)  # with --resume: the run's name, its checkpoint checked
-    first_iteration, global_step, start_time, next_obs, next_done = checkpoint.restore(envs, agent, optimizer)
-    checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done)
+    first_iteration, global_step, start_time, obs, done = checkpoint.restore(envs, agent, optimizer)
+    checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, obs, done)
 
 (a script that carries more from one iteration to the next, as an LSTM's state, passes it last to both). One run per
 process: `begin` keeps its Checkpoints here.
@@ -21,7 +21,8 @@ complete checkpoint in place; it starts with a digest of its contents, so a trun
 It holds:
 - the script's file name, the run name, the arguments (a resumed run must be given the same flags), the wandb run id;
 - the iteration just finished, global_step, and the training time so far (for charts/SPS and the progress line);
-- the agent's and the optimizer's state dicts, next_obs and next_done, the recent episodic returns;
+- the agent's and the optimizer's state dicts, the observation the agent acts on next and whether it starts an
+  episode (`obs`, `done`), the recent episodic returns;
 - every random generator: Python's `random`, NumPy's global one, torch's CPU generator and CUDA's, where used;
 - the environments: the vector environment's own attributes (autoreset flags, buffers), and for every sub-environment
   the attributes of every wrapper down its stack (episode statistics, normalisers' running means and discounted

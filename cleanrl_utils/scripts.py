@@ -44,14 +44,15 @@ def vector_env(module, env_id, num_envs, **values):
     """The vector environment a script trains on, made with its own `make_env` as its program makes it: the thunks
     in a SyncVectorEnv with same-step autoreset, or the vector environment that `make_env` returns itself (EnvPool,
     Procgen, PettingZoo). `make_env`'s parameters are filled by name from `values`, else from env_id, num_envs,
-    idx, seed 1, no video, and the defaults of the script's `Args` (such as gamma)."""
+    the environment's index (`index`, or `idx` in a script that still names it so), seed 1, no video, and the
+    defaults of the script's `Args` (such as gamma)."""
     defaults = {f.name: f.default for f in dataclasses.fields(module.Args) if f.default is not dataclasses.MISSING}
     known = dict(defaults, env_id=env_id, num_envs=num_envs, seed=1, capture_video=False, run_name="unused")
     known.update(values)
     parameters = inspect.signature(module.make_env).parameters
 
-    def make(idx):
-        given = {**known, "idx": idx}
+    def make(index):
+        given = {**known, "index": index, "idx": index}
         return module.make_env(**{name: given[name] for name in parameters if name in given})
 
     first = make(0)
@@ -59,7 +60,7 @@ def vector_env(module, env_id, num_envs, **values):
         return first
     import gymnasium as gym
 
-    thunks = [first, *(make(idx) for idx in range(1, num_envs))]
+    thunks = [first, *(make(index) for index in range(1, num_envs))]
     return gym.vector.SyncVectorEnv(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 

@@ -100,11 +100,11 @@ def test_compute_gae_equals_a_plain_loop(programs, name):
     program = programs[name]
     args = program["args"]
     storage = random_storage(program)
-    next_obs = program["next_obs"]
+    obs = program["obs"]
     next_done = np.array([0.0, 1.0], np.float32)
-    gae = program["compute_gae"](program["agent_state"], next_obs, next_done, storage)
+    gae = program["compute_gae"](program["agent_state"], obs, next_done, storage)
     params = program["agent_state"].params
-    hidden = program["network"].apply(params.network_params, next_obs)
+    hidden = program["network"].apply(params.network_params, obs)
     next_value = np.asarray(program["critic"].apply(params.critic_params, hidden)).squeeze()
     rewards, values, dones = (np.asarray(x) for x in (storage.rewards, storage.values, storage.dones))
     expected = plain_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)

@@ -79,8 +79,8 @@ def test_derived_sizes_are_not_flags(monkeypatch):
 
 
 # ---- the gathering of episodes, in two processes ------------------------------------------------
-# (the gradient averaging is the reference's text, inline in the loop: the conformance record of two processes checks
-# it, and test_distinct_env_seeds_change_the_other_processes_games shows process 1's games reach process 0's update)
+# (the gradient averaging is inline in the update loop: the conformance record of two processes checks it, and
+# test_distinct_env_seeds_change_the_other_processes_games shows process 1's games reach process 0's update)
 
 
 def gather_in_process(rank, world_size, init_file, out_dir):

@@ -166,13 +166,13 @@ def test_the_rollout_never_reads_a_tensor_on_the_host():
 
 
 def test_the_update_draws_its_minibatches_on_the_device_as_the_reference_does():
-    """Each epoch's order is `torch.randperm(args.batch_size, device=device)`, the reference's own line: the stream
+    """Each epoch's order is `torch.randperm(args.batch_size, device=device)`, the reference's own draw: the stream
     torch.manual_seed(args.seed) seeds, on the device, with no NumPy (nor its random stream) in the update."""
     tree = ast.parse((SCRIPTS / SCRIPT).read_text())
     loops = [node for node in ast.walk(tree) if isinstance(node, ast.For) and ast.unparse(node.target) == "epoch"]
     assert len(loops) == 1
     first = ast.unparse(loops[0].body[0])
-    assert first == "b_inds = torch.randperm(args.batch_size, device=device)"
+    assert first == "order = torch.randperm(args.batch_size, device=device)"
     assert "np" not in {node.id for node in ast.walk(loops[0]) if isinstance(node, ast.Name)}
 
 
@@ -226,6 +226,8 @@ def test_episode_statistics_count_every_ending_in_tensors():
     assert infos["r"].tolist() == [2.0, 3.0, 1.5] and infos["l"].tolist() == [2, 2, 2]
     _, _, _, infos = envs.step(([1.0, 1.0, 1.0], [1, 1, 0]))
     assert infos["r"].tolist() == [1.0, 4.0, 1.0] and infos["l"].tolist() == [1, 3, 1]
+    # the reference's counters, float32 and int32, through the restarts too
+    assert infos["r"].dtype == torch.float32 and infos["l"].dtype == torch.int32
     # what the caller keeps is a copy: later steps do not change it
     envs.step(([5.0, 5.0, 5.0], [0, 0, 0]))
     assert infos["r"].tolist() == [1.0, 4.0, 1.0]

@@ -225,7 +225,7 @@ def test_impala_network_shapes_and_initialisation():
     stages = [agent.network[i] for i in range(3)]
     assert [stage.conv.out_channels for stage in stages] == [16, 32, 32]
     assert all(len([m for m in stage.modules() if isinstance(m, torch.nn.Conv2d)]) == 5 for stage in stages)
-    assert [stage.get_output_shape() for stage in stages] == [(16, 32, 32), (32, 16, 16), (32, 8, 8)]
+    assert [stage.output_shape for stage in stages] == [(16, 32, 32), (32, 16, 16), (32, 8, 8)]
     hidden = agent.network[5]
     assert isinstance(hidden, torch.nn.Linear) and (hidden.in_features, hidden.out_features) == (32 * 8 * 8, 256)
     obs = torch.randint(0, 256, (5, 64, 64, 3), dtype=torch.uint8)
@@ -244,5 +244,5 @@ def test_impala_network_shapes_and_initialisation():
     x = torch.randn(2, 4, 9, 9)
     assert torch.equal(block(x), x)
     stage = ppo_procgen.ConvSequence((3, 9, 9), 16)  # its forward asserts the shape it announces
-    assert stage.get_output_shape() == (16, 5, 5)
+    assert stage.output_shape == (16, 5, 5)
     assert stage(torch.randn(2, 3, 9, 9)).shape == (2, 16, 5, 5)

@@ -82,7 +82,7 @@ def test_restore_jax_gives_back_the_saved_learner_bitwise(stopped_and_resumed, m
     args = module.Args(**{**saved["args"], "resume": str(killed)})
     monkeypatch.chdir(killed.parent.parent)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGUSR1, signal.SIGTERM)}
-    envs = module.make_env(args.env_id, args.seed, args.num_envs)()
+    envs = module.make_env(args.env_id, args.num_envs, args.seed)
     try:
         checkpoint.begin(args, script, "unused")
         envs.reset()

@@ -6,6 +6,7 @@ What is particular to one script is tested in its own file."""
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,22 +204,17 @@ def test_importing_has_no_side_effects(script, tmp_path):
     assert list(cwd.iterdir()) == []
 
 
-HEADER = "# docs and experiment results can be found at "
-
-
 @pytest.mark.parametrize("script", TABLE, ids=str)
 def test_the_first_line_says_where_the_docs_are(script):
-    """The reference's header, the first line a reader sees. The scripts with a CleanRL counterpart keep its line
-    (docs.cleanrl.dev covers that code and its results); the Gym-μRTS scripts, which have no page there, point at the
-    section of their own name on this project's page."""
+    """The first line a reader sees: a comment that says what the variant is for and names the section of this
+    project's docs that explains it, `docs/PAGE.md#ANCHOR`, a section of the script's name."""
     first = (SCRIPTS / script.file).read_text().splitlines()[0]
-    assert first.startswith(HEADER)
-    where = first[len(HEADER) :]
-    if script.name.startswith("ppo_multidiscrete"):
-        assert where == f"docs/ppo_microrts.md#{script.name}py"
-        assert f"## `{script.file}`" in (ROOT / "docs" / "ppo_microrts.md").read_text().splitlines()
-    else:
-        assert where.startswith("https://docs.cleanrl.dev/rl-algorithms/ppo/#")
+    assert first.startswith("# ")
+    found = re.search(r"(docs/\w+\.md)#(\S+)$", first)
+    assert found, f"no docs section named at the end of {first!r}"
+    page, anchor = found.groups()
+    assert f"## `{script.file}`" in (ROOT / page).read_text().splitlines(), f"{page} has no section {script.file}"
+    assert anchor == script.file.replace(".", ""), "the anchor mkdocs makes of the section's heading"
 
 
 @pytest.mark.parametrize("script", TABLE, ids=str)

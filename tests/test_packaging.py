@@ -2,7 +2,9 @@
 
 import re
 import subprocess
+import sys
 import tomllib
+import zipfile
 
 import pytest
 from helpers import ROOT
@@ -67,3 +69,20 @@ def test_setup_installs_this_project_so_cleanrl_utils_imports_anywhere():
     puts the package on the path."""
     assert "cleanrl_utils" in PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
     assert "pip_install --no-deps -e ." in (ROOT / "scripts/setup.sh").read_text()
+
+
+def test_the_wheel_ships_the_licence_and_the_credits(tmp_path):
+    """The MIT licence asks that its notice travel with every copy: the wheel carries LICENSE (with the notices of
+    the projects whose design this one follows) and CREDITS.md. Built with hatchling from the dev requirements,
+    without the network."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("cleanrl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    licences = sorted(name.rsplit("/", 1)[-1] for name in names if ".dist-info/licenses/" in name)
+    assert licences == ["CREDITS.md", "LICENSE"], names
+    assert "CleanRL developers" in (ROOT / "LICENSE").read_text()

@@ -97,6 +97,17 @@ class BadCheckpoint(Exception):
     """A checkpoint that cannot be used: missing, truncated, damaged, or not one of ours."""
 
 
+def field_defaults(args):
+    """{field: its default} of the `Args` dataclass `args` is an instance of (the fields that have one)."""
+    defaults = {}
+    for field in dataclasses.fields(args):
+        if field.default is not dataclasses.MISSING:
+            defaults[field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            defaults[field.name] = field.default_factory()
+    return defaults
+
+
 def read(path):
     """The checkpoint in the file `path`, as saved; BadCheckpoint when it is missing, truncated or damaged."""
     try:
@@ -208,7 +219,8 @@ class Checkpoints:
             raise BadCheckpoint(f"{where} is a run of {state['script']}, not of {self.script}: resume it with that")
         computed = computed_fields(self.args)
         ours = vars(self.args)
-        theirs = state["args"]
+        # a field the script has gained since the checkpoint was written counts as its default there
+        theirs = {**field_defaults(self.args), **state["args"]}
         differ = [name for name in ours if name not in OPERATIONAL and ours[name] != theirs.get(name)]
         flags = [name for name in differ if name not in computed]
         if differ:  # the flags; what is computed from them (or from the launch, as a world size) where they agree

@@ -172,6 +172,18 @@ def test_cartpole_resumes_bitwise(cartpole, tmp_path):
     assert checkpoint.read(run_dir / checkpoint.FILE)["iteration"] == 4096 // 256
 
 
+def test_a_flag_the_script_gained_since_the_checkpoint_counts_as_its_default(cartpole, tmp_path):
+    """A checkpoint written before the script had a flag (here: one without --clip-vloss among its arguments) goes
+    on, and bitwise, when the flag is left at its default: the checkpoint's run used what the default does."""
+    uninterrupted, _ = cartpole
+    run_dir = copy_stopped(cartpole, tmp_path)
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    del state["args"]["clip_vloss"]
+    checkpoint.write(state, run_dir / checkpoint.FILE)
+    resume(run_dir, tmp_path)
+    assert_same_run(uninterrupted, run_dir)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
 def test_a_signal_stops_the_run_after_a_checkpoint_and_it_goes_on(cartpole, tmp_path, signum):
     """What Slurm sends before a time limit or a preemption: the run finishes its iteration, writes a checkpoint

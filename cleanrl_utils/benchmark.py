@@ -149,13 +149,23 @@ def flags_of(command: str) -> tuple[str | None, list[str]]:
     return words[at], flags
 
 
-def exp_name_of(script: str, flags: list[str]) -> str:
+def flag_value(flags: list[str], *names: str) -> str | None:
+    """The value `flags` give the flag spelt any of `names`, as `--flag value` or `--flag=value`; the last one given
+    wins, as on the command line. None where it is not given."""
+    value = None
     for i, word in enumerate(flags):
-        if word in ("--exp-name", "--exp_name") and i + 1 < len(flags):
-            return flags[i + 1]
-        if word.startswith(("--exp-name=", "--exp_name=")):
-            return word.split("=", 1)[1]
-    return Path(script).stem
+        name, equals, given = word.partition("=")
+        if name not in names:
+            continue
+        if equals:
+            value = given
+        elif i + 1 < len(flags):
+            value = flags[i + 1]
+    return value
+
+
+def exp_name_of(script: str, flags: list[str]) -> str:
+    return flag_value(flags, "--exp-name", "--exp_name") or Path(script).stem
 
 
 def earlier_attempt(run: Run, cwd: Path) -> tuple[str, Path | None]:
@@ -311,9 +321,8 @@ def run_one(command: str, checkpoint_every: int | None) -> int:
     """One run, as a Slurm task runs it: continued from its checkpoint if an earlier attempt left one, left alone
     if it finished; the training command replaces this process, so Slurm's signals reach the script itself."""
     _, flags = flags_of(command)
-    values = {word: flags[i + 1] for i, word in enumerate(flags[:-1]) if word in ("--env-id", "--env_id", "--seed")}
-    env_id = values.get("--env-id", values.get("--env_id"))
-    seed = values.get("--seed")
+    env_id = flag_value(flags, "--env-id", "--env_id")
+    seed = flag_value(flags, "--seed")
     run = Run(env_id, int(seed), command) if env_id and seed and seed.isdigit() else Run("", 0, command)
     how, command = attempt(run, Path("."), checkpoint_every)
     if command is None:

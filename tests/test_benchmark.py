@@ -194,6 +194,28 @@ def test_another_command_is_another_run(tmp_path):
     assert benchmark.earlier_attempt(named, tmp_path) == ("new", None), "another experiment name, another folder"
 
 
+@pytest.mark.parametrize("form", ["--env-id A-v0 --seed 1", "--env-id=A-v0 --seed=1", "--env_id=B-v0 --env-id A-v0"])
+def test_a_slurm_task_finds_its_run_whichever_way_its_flags_are_written(tmp_path, monkeypatch, form):
+    """--run-one (what each Slurm array task runs) reads the environment and the seed from the command, in either
+    form the scripts accept, to find the run's folder: a finished run is left alone, an unfinished one continued."""
+    command = f"python cleanrl/ppo.py --total-timesteps 1000 {form}"
+    if "--seed" not in form:
+        command += " --seed 1"
+    folder = tmp_path / "runs" / "A-v0__ppo__1__100"
+    folder.mkdir(parents=True)
+    state = {"argv": benchmark.flags_of(command)[1], "iteration": 9, "num_iterations": 9}
+    (folder / "checkpoint.json").write_text(json.dumps(state))
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(os, "execvp", lambda program, words: started.append(words))
+    assert benchmark.run_one(command, None) == 0 and started == [], "the finished run is left alone"
+    state["iteration"] = 4
+    (folder / "checkpoint.json").write_text(json.dumps(state))
+    benchmark.run_one(command, None)
+    [words] = started
+    assert words[-2:] == ["--resume", "runs/A-v0__ppo__1__100"], "the unfinished run goes on in its folder"
+
+
 def test_long_runs_get_about_100_checkpoints_and_short_ones_none():
     assert benchmark.checkpoint_every_for(f"python {ROOT / 'cleanrl' / 'ppo.py'}", None) == 9  # 976 iterations
     assert benchmark.checkpoint_every_for(f"python {ROOT / 'cleanrl' / 'ppo.py'} --total-timesteps 5120", None) == 0

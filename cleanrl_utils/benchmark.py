@@ -30,7 +30,7 @@ from pathlib import Path
 
 import tyro
 
-from cleanrl_utils.scripts import load_script
+from cleanrl_utils.scripts import load_script, operational_flags
 
 # Thread pools of the numeric libraries a script may load; each run gets its share of the cores.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -129,12 +129,14 @@ def last_line(path: Path) -> str:
 # A script run with --checkpoint-every writes, beside its checkpoint, `checkpoint.json`: its command-line flags,
 # the iteration it reached and the number of iterations of the run (cleanrl_utils/checkpoint.py).
 CHECKPOINT_STATE = "checkpoint.json"
-RESUME_FLAGS = ("--resume", "--checkpoint-every", "--checkpoint_every")
+# the flags a continued run may give otherwise than its first attempt (the scripts' --resume accepts them)
+FLAGS_WITH_VALUE, SWITCHES = operational_flags()
 
 
 def flags_of(command: str) -> tuple[str | None, list[str]]:
     """The script's path in `command` (its first word ending in .py, after `python` or `torchrun ...`) and the
-    flags after it, without the resume flags, which may differ between the attempts of one run."""
+    flags after it, without those that may differ between the attempts of one run (scripts.OPERATIONAL: --resume,
+    --checkpoint-every, --track, --save-model, ...)."""
     words = shlex.split(command)
     at = next((i for i, word in enumerate(words) if word.endswith(".py")), None)
     if at is None or "-m" in words[:at]:  # `python -m module ... x.py`: x.py is the module's argument, not its script
@@ -142,9 +144,10 @@ def flags_of(command: str) -> tuple[str | None, list[str]]:
     flags = []
     rest = iter(words[at + 1 :])
     for word in rest:
-        if word in RESUME_FLAGS:
+        name = word.partition("=")[0]
+        if word in FLAGS_WITH_VALUE:
             next(rest, None)
-        elif not word.startswith(tuple(f"{flag}=" for flag in RESUME_FLAGS)):
+        elif name not in FLAGS_WITH_VALUE and name not in SWITCHES:
             flags.append(word)
     return words[at], flags
 

@@ -63,21 +63,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from cleanrl_utils.scripts import OPERATIONAL  # what the resumed run may do differently
+
 FILE = "checkpoint.pt"
 STATE_FILE = "checkpoint.json"  # what the benchmark runner reads: the flags, the iteration reached, the iterations
 STOPPED = 75  # the exit status after a stop asked by a signal: EX_TEMPFAIL, "try again"
 MAGIC = b"cleanrl checkpoint 1\n"
-# what the resumed run may do differently: what is done with the run, not what it computes
-OPERATIONAL = {
-    "resume",
-    "checkpoint_every",
-    "track",
-    "wandb_project_name",
-    "wandb_entity",
-    "save_model",
-    "upload_model",
-    "hf_entity",
-}
 # attributes that a fresh build recreates: the next wrapper, constructor arguments, specs
 STATIC = {
     "env",

@@ -10,6 +10,33 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "cleanrl"
 
+# The Args fields a continued run may set otherwise than its first attempt: what is done with the run, not what it
+# computes. The scripts' --resume accepts a change in these (checkpoint.py), and the benchmark runner counts two
+# commands that differ only in them as one run. True where the field is a switch, which takes no value.
+OPERATIONAL = {
+    "resume": False,
+    "checkpoint_every": False,
+    "track": True,
+    "wandb_project_name": False,
+    "wandb_entity": False,
+    "save_model": True,
+    "upload_model": True,
+    "hf_entity": False,
+}
+
+
+def operational_flags():
+    """({spelling of an operational flag that takes a value}, {spelling of an operational switch}): hyphens or
+    underscores, and the switches' --no- forms."""
+    with_value, switches = set(), set()
+    for name, switch in OPERATIONAL.items():
+        for spelt in {name, name.replace("_", "-")}:
+            if switch:
+                switches.update({f"--{spelt}", f"--no-{spelt}", f"--no_{spelt}"})
+            else:
+                with_value.add(f"--{spelt}")
+    return with_value, switches
+
 
 def script_names(folder=SCRIPTS):
     """The names of the scripts in `folder` (file names without `.py`), sorted."""

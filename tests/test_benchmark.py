@@ -1,6 +1,7 @@
 """cleanrl_utils/benchmark.py: one command over environments and seeds, run here a few at a time or as a Slurm job;
 benchmark/speed.py, the speed of a script; benchmark/vs_random.py, a learning check for self-play."""
 
+import dataclasses
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ from helpers import ROOT, assert_user_error, run_python, run_script, script_env,
 
 import benchmark.speed as speed
 from cleanrl_utils import benchmark
+from cleanrl_utils.scripts import OPERATIONAL, load_script, script_names
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
 
@@ -192,6 +194,19 @@ def test_another_command_is_another_run(tmp_path):
     assert benchmark.attempt(other, tmp_path, 0) == ("started", other.command)
     named = benchmark.Run("A-v0", 1, f"{run.command} --exp-name mine")
     assert benchmark.earlier_attempt(named, tmp_path) == ("new", None), "another experiment name, another folder"
+    # what the scripts' --resume lets a continued run change is the same run to the runner too
+    logged = benchmark.Run("A-v0", 1, f"{run.command} --track --wandb-project-name=p --save-model --hf-entity me")
+    assert benchmark.earlier_attempt(logged, tmp_path) == ("unfinished", folder)
+
+
+def test_the_runner_and_the_scripts_agree_on_what_a_continued_run_may_change():
+    """scripts.OPERATIONAL is what --resume accepts in a changed value (checkpoint.py) and what the runner leaves
+    out when it matches a command with an earlier attempt: every script has those fields, the switches as booleans."""
+    for name in script_names():
+        fields = {field.name: field.type for field in dataclasses.fields(load_script(name).Args)}
+        for flag, switch in OPERATIONAL.items():
+            assert flag in fields, f"{name}.py has no --{flag}"
+            assert (fields[flag] in (bool, "bool")) == switch, f"{name}.py's --{flag}"
 
 
 @pytest.mark.parametrize("form", ["--env-id A-v0 --seed 1", "--env-id=A-v0 --seed=1", "--env_id=B-v0 --env-id A-v0"])

@@ -16,8 +16,10 @@ On SIGUSR1 or SIGTERM (what Slurm sends before a time limit or a preemption) the
 checkpoint and exits with status 75 (EX_TEMPFAIL), so that the job can be queued again and go on.
 
 A checkpoint is the file `checkpoint.pt` in the run folder, `runs/{run_name}/`. It is written under a temporary name
-(`checkpoint.pt.tmp`), synced to disk, then renamed over the previous one, so a kill at any moment leaves the last
-complete checkpoint in place; it starts with a digest of its contents, so a truncated or damaged file is refused.
+of its own (`.checkpoint.pt.<random>.tmp`), synced to disk, then renamed over the previous one, so a kill at any
+moment leaves the last complete checkpoint in place; it starts with a digest of its contents, so a truncated or
+damaged file is refused. A write that fails (a full disk) says so in one line on stderr, removes its temporary file
+and keeps the previous checkpoint; training goes on, and the next checkpoint tries again.
 It holds:
 - the script's file name, the run name, the arguments (a resumed run must be given the same flags), the wandb run id;
 - the iteration just finished, global_step, and the training time so far (for charts/SPS and the progress line);
@@ -53,6 +55,7 @@ import json
 import os
 import pickle
 import random
+import secrets
 import signal
 import sys
 import time
@@ -125,14 +128,21 @@ def write(state, path):
 
 
 def write_whole(parts, path):
-    """Writes the bytes `parts` to `path` under a temporary name, synced, then renamed over `path`."""
-    temporary = Path(f"{path}.tmp")
-    with open(temporary, "wb") as f:
-        for part in parts:
-            f.write(part)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
+    """Writes the bytes `parts` to `path` under a temporary name of its own (`.checkpoint.pt.<random>.tmp`),
+    synced, then renamed over `path`. A write that fails (a full disk) removes its temporary file and raises
+    OSError, leaving `path` as it was."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(temporary, "xb") as f:  # x: a name no other writer has
+            for part in parts:
+                f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     folder = os.open(Path(path).parent, os.O_RDONLY)  # the rename itself, on disk
     try:
         os.fsync(folder)
@@ -320,18 +330,25 @@ class Checkpoints:
         """Writes the checkpoint `state` and checkpoint.json; after a stop asked by a signal, ends the program."""
         iteration = state["iteration"]
         global_step = state["global_step"]
-        write(state, self.path)
         plain = {"script": self.script, "run_name": self.run_name, "argv": sys.argv[1:], "iteration": iteration}
         plain.update(num_iterations=self.args.num_iterations, global_step=global_step)
-        write_whole([json.dumps(plain).encode()], self.path.with_name(STATE_FILE))
-        self.committed(iteration)
-        if self.stop_signal and iteration < self.args.num_iterations:
-            name = signal.Signals(self.stop_signal).name
+        try:
+            write(state, self.path)
+            write_whole([json.dumps(plain).encode()], self.path.with_name(STATE_FILE))
+        except OSError as e:  # a full disk, say: training goes on, and the next checkpoint tries again
             print(
-                f"{self.script}: stopped by {name} after the checkpoint of iteration {iteration}; "
-                f"--resume {self.path.parent} goes on",
+                f"{self.script}: the checkpoint of iteration {iteration} was not written ({e.strerror or e}); "
+                "the previous one is kept",
+                file=sys.stderr,
                 flush=True,
             )
+            written = "the previous checkpoint"
+        else:
+            self.committed(iteration)
+            written = f"the checkpoint of iteration {iteration}"
+        if self.stop_signal and iteration < self.args.num_iterations:
+            name = signal.Signals(self.stop_signal).name
+            print(f"{self.script}: stopped by {name} after {written}; --resume {self.path.parent} goes on", flush=True)
             sys.exit(STOPPED)
 
     def committed(self, iteration):

@@ -223,6 +223,33 @@ def test_a_kill_during_a_checkpoint_write_resumes_from_the_previous_one(cartpole
     assert_same_run(uninterrupted, run_dir)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem to fill takes root")
+def test_a_full_disk_keeps_the_last_checkpoint_and_training_goes_on(tmp_path):
+    """On a real filesystem with room for one checkpoint (a 256 KiB tmpfs; ppo.py's CartPole checkpoint is about
+    146 KB): the first checkpoint is written, every later one finds the disk full. Each says so in one line, leaves
+    no temporary file, keeps the checkpoint before it whole, and the run trains to its end."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:  # root in a container without the capability to mount
+        pytest.skip(f"root here cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+    try:
+        args = (*CARTPOLE, "--checkpoint-every", "1")
+        proc = run_script("ppo.py", *args, cwd=disk, env=env(), timeout=300)
+        assert "[100%] step 4096/4096" in proc.stdout
+        refused = [line for line in proc.stderr.splitlines() if "was not written" in line]
+        assert len(refused) == 4096 // 256 - 1, proc.stderr
+        assert refused[0] == (
+            "ppo.py: the checkpoint of iteration 2 was not written (No space left on device); the previous one is kept"
+        )
+        run_dir = only_run_dir(disk)
+        assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == [], "no temporary file"
+        assert checkpoint.read(run_dir / checkpoint.FILE)["iteration"] == 1
+        assert json.loads((run_dir / checkpoint.STATE_FILE).read_text())["iteration"] == 1
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def tree(folder):
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).rglob("*")}
 

@@ -1,34 +1,159 @@
-"""The Slurm template on a real one-node Slurm cluster on this machine (scripts/slurm-local.sh installs and starts it,
-as root): the benchmark's array job runs and writes its runs, and the --slurm-* flags reach the job's tasks.
-tests/test_benchmark.py checks the job script itself with stand-ins for sbatch, including what one node cannot show
-(several nodes, GPUs)."""
+"""The Slurm template on a real one-node Slurm cluster on this machine, a private one that scripts/slurm-local.sh starts
+in a folder of the test's own (as root; `bash scripts/slurm-local.sh install` installs the packages, scripts/test.sh
+runs it): the benchmark's array job runs and writes its runs, the --slurm-* flags reach the job's tasks, a requeued
+task continues its run, and nothing of the machine outside that folder changes: /etc/slurm and /etc/munge, and the
+Slurm daemons that ran before (a stand-in named slurmctld among them). tests/test_benchmark.py checks the job script
+itself with stand-ins for sbatch, including what one node cannot show (several nodes, GPUs)."""
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, script_env
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
+SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
 # Slurm runs the array tasks of a job at the same time, on every core of this machine
 pytestmark = pytest.mark.multicore
 
+# What a Slurm of the machine's own has: the tests must leave all of it as it was.
+MACHINE_FOLDERS = (Path("/etc/slurm"), Path("/etc/munge"))
+DAEMONS = ("slurmctld", "slurmd", "munged")
+
+
+def digest_of(folder):
+    """One digest of every file's path, mode and bytes under `folder` ("absent" where it does not exist)."""
+    if not folder.exists():
+        return "absent"
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        digest.update(f"{path}:{path.lstat().st_mode}:".encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def daemons_running():
+    """{(pid, start time)} of the live processes named like a Slurm or munge daemon now."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        if name in DAEMONS and rest[0] != "Z":  # a zombie has ended already
+            found.add((int(stat.parent.name), int(rest[19])))
+    return found
+
+
+def start_cluster(folder):
+    proc = subprocess.run(["bash", SLURM_LOCAL, "start", folder], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return folder / "slurm.conf"
+
+
+def stop_cluster(folder):
+    proc = subprocess.run(["bash", SLURM_LOCAL, "stop", folder], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def skip_without_slurm():
+    """Skips the test, saying why, where a private cluster cannot run here: not root, or Slurm's packages missing."""
+    if os.geteuid() != 0:
+        pytest.skip("a real Slurm cluster needs root here (slurmd starts each job as its user)")
+    missing = [name for name in ("slurmctld", "slurmd", "munged", "sbatch") if shutil.which(name) is None]
+    if missing:
+        pytest.skip(
+            f"Slurm's packages are not installed ({', '.join(missing)} missing): run "
+            "'bash scripts/slurm-local.sh install' as root (scripts/test.sh does)"
+        )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["restart"], "unknown command 'restart': use install, start or stop"),
+        (["start", "/tmp/" + "x" * 64], "the folder's path is longer than 64 characters"),
+        (["stop", "/tmp/no-such-cluster-folder"], "no cluster in /tmp/no-such-cluster-folder (no such folder)"),
+        (["stop", "/"], "no cluster in / (no slurm.conf there)"),
+    ],
+)
+def test_slurm_local_refuses_in_one_line(args, fragment):
+    skip_without_slurm()
+    proc = subprocess.run(["bash", SLURM_LOCAL, *args], capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.startswith(f"slurm-local: {fragment}") and proc.stderr.count("\n") == 1, proc.stderr
+    assert not Path("/tmp/" + "x" * 64).exists()
+
 
 @pytest.fixture(scope="module")
-def slurm():
-    """A running one-node cluster; skipped (with the reason) only where it cannot be installed: not root."""
-    if os.geteuid() != 0:
-        pytest.skip("a real Slurm cluster needs root here (scripts/slurm-local.sh installs and starts it)")
-    proc = subprocess.run(["bash", ROOT / "scripts" / "slurm-local.sh", "start"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    print(proc.stdout.strip())
-    yield
-    subprocess.run(["bash", ROOT / "scripts" / "slurm-local.sh", "stop"], capture_output=True)
+def bystander(tmp_path_factory):
+    """A process named slurmctld, as a Slurm of the machine's own would be, running before the cluster starts."""
+    folder = tmp_path_factory.mktemp("bystander")
+    (folder / "slurmctld").symlink_to(shutil.which("sleep"))
+    proc = subprocess.Popen([folder / "slurmctld", "3600"])
+    wait_until(lambda: Path(f"/proc/{proc.pid}/comm").read_text().strip() == "slurmctld", what="the stand-in")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory, bystander):
+    """A running private one-node cluster, SLURM_CONF naming it; skipped (with the reason) only where it cannot run:
+    not root, or Slurm's packages missing. After the module, it is stopped, and the test fails where anything of the
+    machine's own changed."""
+    skip_without_slurm()
+    before = {folder: digest_of(folder) for folder in MACHINE_FOLDERS}
+    running = daemons_running()
+    assert bystander.pid in {pid for pid, _ in running}
+    folder = tmp_path_factory.mktemp("slurm")
+    conf = start_cluster(folder)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SLURM_CONF", str(conf))
+            yield folder
+    finally:
+        stop_cluster(folder)
+    assert {folder: digest_of(folder) for folder in MACHINE_FOLDERS} == before
+    assert running <= daemons_running(), "a daemon that ran before the tests was ended"
+    assert bystander.poll() is None
+
+
+def sbatch_sleeper(folder, env=None):
+    """Submits a one-CPU job that writes its shell's pid into folder/pid and sleeps; returns its id and that pid."""
+    command = ["sbatch", "--parsable", "--output", "/dev/null", "--wrap", f"echo $$ > {folder}/pid; exec sleep 300"]
+    proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=30, check=True)
+    pid = wait_until(lambda: (folder / "pid").is_file() and (folder / "pid").read_text().strip(), what="the job")
+    return proc.stdout.strip().split(";")[0], int(pid)
+
+
+def test_a_second_cluster_starts_and_stops_alone(slurm, tmp_path, tmp_path_factory):
+    """Two private clusters at once, each in its folder with ports of its own: stopping the second one cancels its
+    job and ends its daemons, and only those; the first one's job and daemons, and the stand-in slurmctld, go on."""
+    first_job, first_pid = sbatch_sleeper(tmp_path)
+    try:
+        second = tmp_path_factory.mktemp("second")
+        env = {**os.environ, "SLURM_CONF": str(start_cluster(second))}
+        (second / "job").mkdir()
+        _, second_pid = sbatch_sleeper(second / "job", env)
+        running = daemons_running()
+        theirs = {int((second / "run" / f"{daemon}.pid").read_text()) for daemon in DAEMONS}
+        stop_cluster(second)
+        assert not Path(f"/proc/{second_pid}").exists(), "the second cluster's job still runs"
+        assert {pid for pid, _ in running - daemons_running()} == theirs
+        assert Path(f"/proc/{first_pid}").exists() and state_of(first_job) == "RUNNING"
+    finally:
+        subprocess.run(["scancel", first_job], check=True)
 
 
 def submit(*args, cwd):

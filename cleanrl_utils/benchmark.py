@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -276,6 +277,11 @@ def check_args(args: Args) -> None:
             raise UserError(f"{flag} applies to Slurm jobs only: add --slurm-template-path")
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, got {value}")
+    if (args.slurm_ntasks or 1) > 1 and not launches_per_node(args.command):
+        raise UserError(
+            f"--slurm-ntasks {args.slurm_ntasks} would run {args.slurm_ntasks} copies of this command in each array "
+            "task: leave it out (several tasks are for a torchrun command with --nnodes above 1, one per node)"
+        )
     if args.slurm_template_path is not None and not Path(args.slurm_template_path).is_file():
         raise UserError(
             f"no Slurm template at {args.slurm_template_path} (the project ships benchmark/ppo.slurm_template)"
@@ -320,9 +326,68 @@ def execute(run: Run, log_path: Path, env: dict[str, str], checkpoint_every: int
     return Outcome(run, returncode, time.time() - start, log_path, how)
 
 
+# ---- one run in a Slurm task -----------------------------------------------------------------------------------
+# Slurm asks a run to stop with SIGUSR1 or SIGTERM; the script then finishes its iteration, writes a checkpoint and
+# exits with this status (cleanrl_utils.checkpoint.STOPPED), and the task queues itself again.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+STOPPED = 75
+
+
+def torchrun_arguments(words: list[str]) -> list[str] | None:
+    """torchrun's arguments where the command `words` starts torchrun (`torchrun ...` or `python -m
+    torch.distributed.run ...`), else None."""
+    if words and Path(words[0]).name == "torchrun":
+        return words[1:]
+    if words and Path(words[0]).name.startswith("python") and words[1:3] == ["-m", "torch.distributed.run"]:
+        return words[3:]
+    return None
+
+
+def launches_per_node(command: str) -> bool:
+    """Whether `command` is a torchrun whose --nnodes is above 1: one launcher per node, whose processes find each
+    other; any other command run in several Slurm tasks is as many copies of one run."""
+    arguments = torchrun_arguments(shlex.split(command))
+    if arguments is None:
+        return False
+    script_at = next((i for i, word in enumerate(arguments) if word.endswith(".py")), len(arguments))
+    nnodes = flag_value(arguments[:script_at], "--nnodes") or "1"
+    return nnodes.rpartition(":")[2].isdigit() and int(nnodes.rpartition(":")[2]) > 1
+
+
+def checkpoints(command: str) -> bool:
+    """Whether the script of `command` keeps checkpoints: --checkpoint-every above 0, or --resume."""
+    words = shlex.split(command)
+    at = next((i for i, word in enumerate(words) if word.endswith(".py")), len(words))
+    every = flag_value(words[at + 1 :], "--checkpoint-every", "--checkpoint_every")
+    return (every is not None and every.isdigit() and int(every) > 0) or "--resume" in words[at + 1 :]
+
+
+def launch_torchrun(arguments: list[str]) -> int:
+    """Runs torchrun with `arguments` in this process and returns the status its processes mean: 75 where those
+    that ended first all stopped after a checkpoint (torchrun itself would exit with 1, and the task would not be
+    queued again), 1 where any failed otherwise, 0 where all finished. Its processes run under this interpreter."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    try:
+        run(parse_args(arguments))
+    except ChildFailedError as e:
+        statuses = sorted({failure.exitcode for failure in e.failures.values()})
+        if statuses == [STOPPED]:
+            print(f"benchmark: torchrun's processes stopped after their checkpoint (exit status {STOPPED})", flush=True)
+            return STOPPED
+        said = ", ".join(map(str, statuses))
+        print(f"benchmark: torchrun's processes failed (exit status {said})", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
 def run_one(command: str, checkpoint_every: int | None) -> int:
     """One run, as a Slurm task runs it: continued from its checkpoint if an earlier attempt left one, left alone
-    if it finished; the training command replaces this process, so Slurm's signals reach the script itself."""
+    if it finished; the training command replaces this process, so Slurm's signals reach the script itself (a
+    torchrun command runs in this process instead, which reads its processes' exit statuses). A run that keeps
+    checkpoints starts with SIGUSR1 and SIGTERM held (blocked): one sent while it imports and sets up is delivered
+    when its checkpoint machinery is ready (cleanrl_utils.checkpoint.begin), and it stops after its first iteration."""
     _, flags = flags_of(command)
     env_id = flag_value(flags, "--env-id", "--env_id")
     seed = flag_value(flags, "--seed")
@@ -333,6 +398,11 @@ def run_one(command: str, checkpoint_every: int | None) -> int:
         return 0
     print(f"benchmark: {how} {command}", flush=True)
     words = shlex.split(with_this_interpreter(command))
+    if checkpoints(command):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # inherited by what this process starts
+    arguments = torchrun_arguments(words)
+    if arguments is not None:
+        return launch_torchrun(arguments)
     os.execvp(words[0], words)
 
 

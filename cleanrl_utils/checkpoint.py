@@ -373,6 +373,9 @@ def begin(args, script, run_name):
     RUN[:] = [run]
     for signum in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(signum, run.ask_to_stop)
+    # The benchmark runner starts a run with these two held (blocked), so that one sent before this point waits:
+    # it reaches ask_to_stop now, and the run stops after its first iteration.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGUSR1, signal.SIGTERM))
     return run.run_name
 
 

@@ -256,6 +256,13 @@ def test_a_missing_program_is_a_failed_run(tmp_path):
         (["--slurm-template-path", "missing.template"], "no Slurm template at missing.template"),
         (["--slurm-gpus-per-task", "1"], "--slurm-gpus-per-task applies to Slurm jobs only"),
         (["--slurm-template-path", str(TEMPLATE), "--slurm-ntasks", "0"], "--slurm-ntasks must be at least 1"),
+        # several Slurm tasks per run only for one torchrun per node: anything else would be several copies
+        (["--slurm-template-path", str(TEMPLATE), "--slurm-ntasks", "2"], "--slurm-ntasks 2 would run 2 copies"),
+        (
+            ["--command", "torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py"]
+            + ["--slurm-template-path", str(TEMPLATE), "--slurm-ntasks", "2"],
+            "--slurm-ntasks 2 would run 2 copies of this command in each array task: leave it out",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
@@ -279,7 +286,7 @@ def fake_programs(folder, **programs):
 
 def test_slurm_job_script_without_sbatch(tmp_path):
     env = script_env(PATH=fake_programs(tmp_path / "bin"))  # no sbatch on it
-    args = [*SLURM_ARGS, "--slurm-gpus-per-task", "1", "--slurm-total-cpus", "8", "--slurm-ntasks", "2"]
+    args = [*SLURM_ARGS, "--slurm-gpus-per-task", "1", "--slurm-total-cpus", "8"]
     proc = benchmark_cli(*args, cwd=tmp_path, env=env)
     assert_user_error(proc, "benchmark: error: sbatch is not on PATH", "slurm/ppo_")
     [script] = (tmp_path / "slurm").glob("ppo_*.slurm")
@@ -288,9 +295,9 @@ def test_slurm_job_script_without_sbatch(tmp_path):
     assert sbatch_lines == [
         "#SBATCH --job-name=ppo",
         "#SBATCH --array=0-5%2",
-        "#SBATCH --ntasks=2",
+        "#SBATCH --ntasks=1",
         "#SBATCH --gpus-per-task=1",
-        "#SBATCH --cpus-per-task=4",
+        "#SBATCH --cpus-per-task=8",
         f"#SBATCH --chdir={tmp_path}",
         f"#SBATCH --output={tmp_path}/slurm/logs/%x_%A_%a.log",
         "#SBATCH --requeue",
@@ -321,6 +328,22 @@ def test_slurm_job_is_submitted_with_sbatch(tmp_path):
     text = script.read_text()
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks=1\n" in text
     assert "--gpus-per-task" not in text and "--cpus-per-task" not in text, "options not given are left out"
+
+
+@pytest.mark.parametrize("nnodes", ["2", "1:2"])
+def test_several_tasks_per_run_for_a_torchrun_per_node(tmp_path, nnodes):
+    """--slurm-ntasks 2 with a torchrun command of --nnodes 2 (or up to 2): two tasks, one launcher on each node,
+    sharing --slurm-total-cpus."""
+    path = fake_programs(tmp_path / "bin", sbatch='echo "Submitted batch job 42"')
+    env = script_env(PATH=f"{path}:{os.environ['PATH']}")
+    command = f"torchrun --nnodes {nnodes} --nproc-per-node=1 --rdzv-endpoint=head:29400 cleanrl/ppo_atari_multigpu.py"
+    args = ["--env-ids", "BreakoutNoFrameskip-v4", "--command", command, "--slurm-template-path", str(TEMPLATE)]
+    proc = benchmark_cli(
+        *args, "--slurm-ntasks", "2", "--slurm-nodes", "2", "--slurm-total-cpus", "8", cwd=tmp_path, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    [script] = (tmp_path / "slurm").glob("*.slurm")
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks=2\n#SBATCH --cpus-per-task=4\n" in script.read_text()
 
 
 def test_fill_template_leaves_out_lines_without_a_value():

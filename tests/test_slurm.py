@@ -1,15 +1,17 @@
 """The Slurm template on a real one-node Slurm cluster on this machine, a private one that scripts/slurm-local.sh starts
 in a folder of the test's own (as root; `bash scripts/slurm-local.sh install` installs the packages, scripts/test.sh
 runs it): the benchmark's array job runs and writes its runs, the --slurm-* flags reach the job's tasks, a requeued
-task continues its run, and nothing of the machine outside that folder changes: /etc/slurm and /etc/munge, and the
-Slurm daemons that ran before (a stand-in named slurmctld among them). tests/test_benchmark.py checks the job script
-itself with stand-ins for sbatch, including what one node cannot show (several nodes, GPUs)."""
+task continues its run (a torchrun task stopped by a signal too), and nothing of the machine outside that folder
+changes: /etc/slurm and /etc/munge, and the Slurm daemons that ran before (a stand-in named slurmctld among them).
+tests/test_benchmark.py checks the job script itself with stand-ins for sbatch, including what one node cannot show
+(several nodes, GPUs)."""
 
 import hashlib
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, script_env
+from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, run_torchrun, script_env
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
 SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
@@ -201,10 +203,27 @@ def test_the_benchmarks_array_job_runs_every_run(slurm, tmp_path):
     assert len(logs) == 4 and all("[100%] step 512/512" in log.read_text() for log in logs)
 
 
+# A training script's stand-in that prints what its process was given; importing it (the runner reads a script's
+# Args) prints nothing.
+SHOW_ENVIRONMENT = """import os
+if __name__ == "__main__":
+    names = "SLURM_NTASKS SLURM_CPUS_PER_TASK SLURM_JOB_NUM_NODES OMP_NUM_THREADS SLURM_PROCID WORLD_SIZE".split()
+    print("seen", *(os.environ.get(name) for name in names))
+"""
+
+
+def free_port():
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        return held.getsockname()[1]
+
+
 def test_slurm_flags_reach_the_tasks(slurm, tmp_path):
-    shown = "import os; print('seen', *(os.environ.get(v) for v in ('SLURM_NTASKS', 'SLURM_CPUS_PER_TASK', "
-    shown += "'SLURM_JOB_NUM_NODES', 'OMP_NUM_THREADS', 'SLURM_PROCID')))"
-    command = f"python -c {shown!r}"
+    """Several tasks per run are for a torchrun per node (--nnodes 2): here both tasks' torchruns, on the one node,
+    meet at one rendezvous and start one process each, a world of two."""
+    (tmp_path / "show.py").write_text(SHOW_ENVIRONMENT)
+    rendezvous = f"--rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:{free_port()} --rdzv-id=flags"
+    command = f"torchrun --nnodes=2 --nproc-per-node=1 {rendezvous} {tmp_path / 'show.py'}"
     args = ["--env-ids", "A-v0", "--num-seeds", "2", "--workers", "1", "--command", command]
     job_id = submit(*args, "--slurm-ntasks", "2", "--slurm-total-cpus", "2", "--slurm-nodes", "1", cwd=tmp_path)
     assert wait_for(job_id, 2) == {0: ("COMPLETED", "0:0"), 1: ("COMPLETED", "0:0")}
@@ -213,8 +232,8 @@ def test_slurm_flags_reach_the_tasks(slurm, tmp_path):
     assert "ArrayTaskThrottle=1" in out
     for log in sorted((tmp_path / "slurm" / "logs").glob("*.log")):
         seen = sorted(line for line in log.read_text().splitlines() if line.startswith("seen"))
-        # --slurm-ntasks 2: two processes; --slurm-total-cpus 2 shared by them: one CPU and one thread each
-        assert seen == ["seen 2 1 1 1 0", "seen 2 1 1 1 1"], log.read_text()
+        # --slurm-ntasks 2: two launchers; --slurm-total-cpus 2 shared by them: one CPU and one thread each
+        assert seen == ["seen 2 1 1 1 0 2", "seen 2 1 1 1 1 2"], log.read_text()
 
 
 # 80 iterations of ppo.py, about half a minute here: long enough to be stopped twice in the middle.
@@ -282,3 +301,39 @@ def test_a_requeued_task_continues_its_run_bitwise(slurm, tmp_path):
     saved = [torch.load(run / "ppo.cleanrl_model") for run in (plain_run, queued_run)]
     assert saved[0].keys() == saved[1].keys()
     assert all(torch.equal(saved[0][name], saved[1][name]) for name in saved[0])
+
+
+# Per process: two Breakout environments of 128 steps an iteration; 2 processes x 2 x 128 = 512 steps, 4 iterations.
+MULTIGPU_RUN = ["--total-timesteps", "2048", "--local-num-envs", "2", "--num-steps", "128"]
+
+
+def test_a_torchrun_task_stopped_by_a_signal_is_requeued_and_continues_bitwise(slurm, tmp_path):
+    """ppo_atari_multigpu.py in two processes under torchrun, stopped by SIGUSR1 after its first checkpoint: both
+    processes stop with 75, the runner (which runs torchrun and reads their statuses) exits with 75 where torchrun
+    would exit with 1, the task is queued again and continues the run, which logs bitwise what the run that never
+    stopped logs."""
+    plain, queued = tmp_path / "plain", tmp_path / "queued"
+    plain.mkdir()
+    queued.mkdir()
+    flags = [*MULTIGPU_RUN, "--env-id", "BreakoutNoFrameskip-v4", "--seed", "1"]
+    run_torchrun("ppo_atari_multigpu.py", 2, *flags, cwd=plain, env=script_env())
+    script = ROOT / "cleanrl" / "ppo_atari_multigpu.py"
+    command = f"torchrun --standalone --nnodes=1 --nproc_per_node=2 {script} {' '.join(MULTIGPU_RUN)}"
+    args = ["--env-ids", "BreakoutNoFrameskip-v4", "--num-seeds", "1", "--workers", "1", "--checkpoint-every", "1"]
+    job_id = submit(*args, "--command", command, cwd=queued)
+    task = f"{job_id}_0"
+
+    wait_until(lambda: checkpointed_iteration(queued) >= 1, what="the first checkpoint")
+    subprocess.run(["scancel", "--signal=USR1", task], check=True)
+    release(task)
+    assert wait_for(job_id, 1) == {0: ("COMPLETED", "0:0")}
+
+    [log] = (queued / "slurm" / "logs").glob("*.log")
+    text = log.read_text()
+    assert text.count("ppo_atari_multigpu.py: stopped by SIGUSR1 after the checkpoint of iteration") == 1, text
+    assert "benchmark: torchrun's processes stopped after their checkpoint (exit status 75)" in text
+    assert "stopped by a signal after its checkpoint: queued again" in text
+    assert text.count("benchmark: continued") == 1
+    [plain_run] = run_dirs(plain)
+    [queued_run] = run_dirs(queued)
+    assert_same_scalars(plain_run, queued_run)

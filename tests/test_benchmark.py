@@ -223,12 +223,15 @@ def test_a_slurm_task_finds_its_run_whichever_way_its_flags_are_written(tmp_path
     monkeypatch.chdir(tmp_path)
     started = []
     monkeypatch.setattr(os, "execvp", lambda program, words: started.append(words))
+    held = []  # the stop signals the run would start with blocked; this process's own stay as they are
+    monkeypatch.setattr(benchmark.signal, "pthread_sigmask", lambda how, signals: held.append((how, set(signals))))
     assert benchmark.run_one(command, None) == 0 and started == [], "the finished run is left alone"
     state["iteration"] = 4
     (folder / "checkpoint.json").write_text(json.dumps(state))
     benchmark.run_one(command, None)
     [words] = started
     assert words[-2:] == ["--resume", "runs/A-v0__ppo__1__100"], "the unfinished run goes on in its folder"
+    assert held == [(benchmark.signal.SIG_BLOCK, {benchmark.signal.SIGUSR1, benchmark.signal.SIGTERM})]
 
 
 def test_long_runs_get_about_100_checkpoints_and_short_ones_none():

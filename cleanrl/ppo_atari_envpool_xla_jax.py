@@ -56,7 +56,9 @@ class Args:
     checkpoint_every: int = 0
     """write a checkpoint into the run folder every N iterations (0: never)"""
     resume: str | None = None
-    """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
+    """a run folder (or its checkpoint) to go on with, in that folder; flags left out take the run's own values"""
+    resume_changed_code: bool = False
+    """with --resume, go on although the code changed since the checkpoint: its learner, fresh environments"""
 
     # What PPO does, and how much of it
     env_id: str = "Breakout-v5"
@@ -229,6 +231,8 @@ def check_args(args):
         return f"--num-envs x --num-steps = {batch_size} must be at most --total-timesteps {args.total_timesteps}"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
+    if args.resume_changed_code and not args.resume:
+        return "--resume-changed-code goes with --resume: give the run folder to go on with"
 
 
 # no run_name, device or capture_video: JAX places its arrays itself, and the script records no video
@@ -598,6 +602,9 @@ if __name__ == "__main__":
         if args.upload_model:
             weights = "flax-serialized parameters of the script's networks"
             push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__, weights)
+
+    if args.checkpoint_every or args.resume:  # finished once the model is saved, evaluated and uploaded
+        checkpoint.finish()
 
     envs.close()
     writer.close()

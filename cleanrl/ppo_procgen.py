@@ -54,7 +54,9 @@ class Args:
     checkpoint_every: int = 0
     """write a checkpoint into the run folder every N iterations (0: never)"""
     resume: str | None = None
-    """a run folder (or its checkpoint) to go on with, in that folder and with the same flags"""
+    """a run folder (or its checkpoint) to go on with, in that folder; flags left out take the run's own values"""
+    resume_changed_code: bool = False
+    """with --resume, go on although the code changed since the checkpoint: its learner, fresh environments"""
 
     # What PPO does, and how much of it
     env_id: str = "starpilot"
@@ -282,6 +284,8 @@ def check_args(args):
         return f"--num-envs x --num-steps = {batch_size} must be at most --total-timesteps {args.total_timesteps}"
     if args.upload_model and not args.save_model:
         return "--upload-model uploads the saved model: add --save-model"
+    if args.resume_changed_code and not args.resume:
+        return "--resume-changed-code goes with --resume: give the run folder to go on with"
 
 
 def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
@@ -534,6 +538,9 @@ if __name__ == "__main__":
 
         if args.upload_model:
             push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
+
+    if args.checkpoint_every or args.resume:  # finished once the model is saved, evaluated and uploaded
+        checkpoint.finish()
 
     envs.close()
     writer.close()

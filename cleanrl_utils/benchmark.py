@@ -14,8 +14,8 @@ whether or not that environment is activated.
 
 import contextlib
 import functools
+import hashlib
 import io
-import json
 import math
 import os
 import re
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import tyro
 
-from cleanrl_utils.scripts import load_script, operational_flags
+from cleanrl_utils.scripts import checkpoint_header, load_script, operational_flags
 
 # Thread pools of the numeric libraries a script may load; each run gets its share of the cores.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -90,7 +90,7 @@ class Outcome:
     returncode: int
     seconds: float
     log_path: Path
-    how: str = "started"  # started, continued (from its checkpoint) or left (finished before)
+    how: str = "started"  # started, continued (from its checkpoint), restarted (its script changed) or left
 
 
 class UserError(Exception):
@@ -127,9 +127,10 @@ def last_line(path: Path) -> str:
 
 
 # ---- finding a run again: what a benchmark run before this one left unfinished ----------------------------------
-# A script run with --checkpoint-every writes, beside its checkpoint, `checkpoint.json`: its command-line flags,
-# the iteration it reached and the number of iterations of the run (cleanrl_utils/checkpoint.py).
-CHECKPOINT_STATE = "checkpoint.json"
+# A script run with --checkpoint-every writes `checkpoint.pt` into its run folder; the file's header, a line of JSON,
+# holds the run's command-line flags, the iteration it reached, whether it finished, and the sha256 of the script
+# that wrote it (cleanrl_utils/checkpoint.py). The header is part of the checkpoint, so the two cannot disagree.
+CHECKPOINT_FILE = "checkpoint.pt"
 # the flags a continued run may give otherwise than its first attempt (the scripts' --resume accepts them)
 FLAGS_WITH_VALUE, SWITCHES = operational_flags()
 
@@ -172,21 +173,34 @@ def exp_name_of(script: str, flags: list[str]) -> str:
     return flag_value(flags, "--exp-name", "--exp_name") or Path(script).stem
 
 
+def script_sha256(path: Path) -> str | None:
+    """The sha256 of the script file `path`, or None where it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def earlier_attempt(run: Run, cwd: Path) -> tuple[str, Path | None]:
-    """("finished" | "unfinished", run folder) of the newest run folder under cwd/runs whose checkpoint says it
-    ran this run's command; ("new", None) where there is none."""
+    """("finished" | "unfinished" | "changed", run folder) of the newest run folder under cwd/runs whose checkpoint
+    says it ran this run's command ("changed": with another text of the script, which makes it another run);
+    ("new", None) where there is none."""
     script, flags = flags_of(run.command)
     if script is None:
         return "new", None
     pattern = f"{run.env_id}__{exp_name_of(script, flags)}__{run.seed}__*"
     folders = sorted((cwd / "runs").glob(pattern), key=lambda folder: folder.stat().st_mtime, reverse=True)
+    code_now = script_sha256(cwd / script)
     for folder in folders:
         try:
-            state = json.loads((folder / CHECKPOINT_STATE).read_text())
-            same = flags_of(shlex.join(["x.py", *state["argv"]]))[1] == flags
-            finished = state["iteration"] >= state["num_iterations"]
-        except (OSError, ValueError, KeyError, TypeError):
+            header = checkpoint_header(folder / CHECKPOINT_FILE)
+            same = flags_of(shlex.join(["x.py", *header["argv"]]))[1] == flags
+            finished = bool(header["finished"])
+            code_then = (header.get("code") or {}).get("script_sha256")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
+        if same and code_then != code_now:
+            return "changed", folder
         if same:
             return ("finished" if finished else "unfinished"), folder
     return "new", None
@@ -219,7 +233,8 @@ def checkpoint_every_for(command: str, chosen: int | None) -> int:
 
 def attempt(run: Run, cwd: Path, chosen: int | None) -> tuple[str, str | None]:
     """How to run `run` now: ("left", None) for a finished run, ("continued", command) to go on from its last
-    checkpoint, ("started", command) for a new run; the command carries --checkpoint-every where due."""
+    checkpoint, ("started", command) for a new run, ("restarted", command) for a run whose earlier attempt ran another
+    text of its script (a new run, in a new folder); the command carries --checkpoint-every where due."""
     status, folder = earlier_attempt(run, cwd)
     if status == "finished":
         return "left", None
@@ -227,6 +242,8 @@ def attempt(run: Run, cwd: Path, chosen: int | None) -> tuple[str, str | None]:
     command = run.command + (f" --checkpoint-every {every}" if every else "")
     if status == "unfinished":
         return "continued", f"{command} --resume {shlex.quote(str(folder))}"
+    if status == "changed":
+        return "restarted", command
     return "started", command
 
 
@@ -429,9 +446,11 @@ def run_locally(
                 outcome = future.result()
                 outcomes.append(outcome)
                 status = "ok" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode})"
-                status = {"continued": f"{status} (continued)", "left": "left (finished before)"}.get(
-                    outcome.how, status
-                )
+                status = {
+                    "continued": f"{status} (continued)",
+                    "restarted": f"{status} (restarted: its script changed since its checkpoint)",
+                    "left": "left (finished before)",
+                }.get(outcome.how, status)
                 said = "" if outcome.returncode == 0 else f"\n    {last_line(outcome.log_path)}"
                 print(
                     f"[{len(outcomes)}/{len(runs)}] {status} {outcome.run.env_id} seed {outcome.run.seed} "
@@ -453,9 +472,13 @@ def summary(outcomes: list[Outcome]) -> str:
         if o.returncode == 0:
             succeeded.setdefault(o.run.env_id, []).append(str(o.run.seed))
     lines = [f"summary: {len(outcomes) - len(failed)} of {len(outcomes)} runs succeeded, {len(failed)} failed"]
-    for how in ("started", "continued", "left"):
+    for how in ("started", "continued", "restarted", "left"):
         runs = [f"{o.run.env_id} seed {o.run.seed}" for o in outcomes if o.how == how]
-        explained = {"continued": " from their checkpoints", "left": " alone: they had finished before"}.get(how, "")
+        explained = {
+            "continued": " from their checkpoints",
+            "restarted": " afresh in new folders: their script changed since their checkpoints",
+            "left": " alone: they had finished before",
+        }.get(how, "")
         lines += [f"  {how}{explained}: {', '.join(runs)}"] if runs else []
     lines += [f"  succeeded: {env_id} seeds {' '.join(seeds)}" for env_id, seeds in succeeded.items()]
     for o in failed:

@@ -5,12 +5,21 @@ A script imports this module only under `--checkpoint-every N` or `--resume PATH
     run_name = checkpoint.begin(args, __file__, run_name)  # with --resume: the run's name, its checkpoint checked
     first_iteration, global_step, start_time, obs, done = checkpoint.restore(envs, agent, optimizer)
     checkpoint.save(iteration, global_step, start_time, writer, envs, agent, optimizer, obs, done)
+    checkpoint.finish()  # after the loop, once the model is saved, evaluated and uploaded where asked
 
 (a script that carries more from one iteration to the next, as an LSTM's state, passes it last to both). One run per
-process: `begin` keeps its Checkpoints here.
+process: `begin` keeps its Checkpoints here. The JAX pair calls save_jax and restore_jax instead.
 
-Beside the checkpoint, `checkpoint.json` says in plain JSON what the benchmark runner needs to find the run again:
-its command-line flags, the iteration reached and the run's number of iterations.
+One process writes a run: `begin` takes an exclusive lock (flock) on `run.lock` in the run folder, which the kernel
+releases when the process ends, however it ends; a second process on the same run stops with one line naming the
+first one's pid.
+
+The file starts with a header, a line of JSON (HEADER): the run's flags as first given, the iteration reached,
+whether the run has finished, and the code that made it. The benchmark runner reads it (scripts.checkpoint_header)
+to find a run again; being part of the checkpoint, it cannot disagree with it. `checkpoint.json` beside the
+checkpoint repeats the header for people. The last iteration's checkpoint is written unfinished; `finish` writes
+it again, finished, once the model is saved, evaluated and uploaded where asked, so a run killed before that
+resumes into those steps.
 
 On SIGUSR1 or SIGTERM (what Slurm sends before a time limit or a preemption) the run finishes its iteration, writes a
 checkpoint and exits with status 75 (EX_TEMPFAIL), so that the job can be queued again and go on.
@@ -20,8 +29,13 @@ of its own (`.checkpoint.pt.<random>.tmp`), synced to disk, then renamed over th
 moment leaves the last complete checkpoint in place; it starts with a digest of its contents, so a truncated or
 damaged file is refused. A write that fails (a full disk) says so in one line on stderr, removes its temporary file
 and keeps the previous checkpoint; training goes on, and the next checkpoint tries again.
-It holds:
-- the script's file name, the run name, the arguments (a resumed run must be given the same flags), the wandb run id;
+A checkpoint is data, never code: it is read with torch.load(weights_only=True), and what the environments hold
+beyond tensors, numbers, strings and plain containers is stored in a plain form and rebuilt by this module (see
+"plain data" below). It holds:
+- the script's file name, the run name, the arguments (flags left out on --resume take these), the wandb run id;
+- the code that made it: the script's sha256 and the versions of Python, torch, NumPy, Gymnasium and the
+  environment packages the process imported; --resume refuses a checkpoint of other code in one line, and
+  --resume-changed-code goes on with its learner and restarts the environments (as below; not bitwise);
 - the iteration just finished, global_step, and the training time so far (for charts/SPS and the progress line);
 - the agent's and the optimizer's state dicts, the observation the agent acts on next and whether it starts an
   episode (`obs`, `done`), the recent episodic returns;
@@ -31,7 +45,7 @@ It holds:
   returns, frame stacks, lives, time limits, its np_random), plus the emulator or physics state, which lives outside
   Python: ALE's full system state with its random generator (`cloneState(include_rng=True)`), MuJoCo's whole `MjData`
   (`mj_copyData` back into the fresh one: also the derived quantities some tasks read before stepping, which
-  `mjSTATE_INTEGRATION` alone would leave stale).
+  `mjSTATE_INTEGRATION` alone would leave stale), each stored as the bytes its library serialises it to.
 What a fresh build recreates identically is not stored: functions (wrappers' transforms), specs, spaces, models and
 renderers.
 
@@ -40,38 +54,49 @@ set a world's full state, contact caches included), the checkpoint holds no envi
 goes on exactly and the environments restart, seeded from the seed and the iteration, which the script says in one
 line. Otherwise the resumed run logs bitwise what the uninterrupted run logs, on the same machine.
 
-The flags a resumed run may change: --resume and --checkpoint-every, --track and the W&B project and entity,
---save-model, --upload-model and --hf-entity (what is done with the run, not what it computes). Every other flag must
-be the checkpoint's. TensorBoard gets one curve per tag: the points logged after the checkpoint by the stopped run
+A flag left out takes the run's own value; a flag given must be the run's, except those a resumed run may change
+(scripts.OPERATIONAL: --resume, --resume-changed-code, --checkpoint-every, --track and the W&B project and entity,
+--save-model, --upload-model and --hf-entity: what is done with the run, not what it computes). Whatever the fresh
+build does not fit (network shapes, optimizer groups, the wrapper stack, the engine) ends in one line and exit 2.
+TensorBoard gets one curve per tag: the points logged after the checkpoint by the stopped run
 are purged (purge_step). W&B, under --track, continues the same run (its id, resume="allow").
 """
 
+import abc
+import collections
 import contextlib
 import dataclasses
 import hashlib
+import importlib.metadata
 import inspect
 import io
 import json
 import os
-import pickle
+import pickle  # for its UnpicklingError only: nothing here unpickles
+import platform
 import random
 import secrets
 import signal
 import sys
 import time
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from cleanrl_utils.scripts import OPERATIONAL  # what the resumed run may do differently
+# OPERATIONAL: what a resumed run may change
+from cleanrl_utils.scripts import CHECKPOINT_MAGIC, OPERATIONAL, error_line
 
 FILE = "checkpoint.pt"
+LOCK_FILE = "run.lock"  # held by the process that writes the run's checkpoints
 STATE_FILE = "checkpoint.json"  # what the benchmark runner reads: the flags, the iteration reached, the iterations
 STOPPED = 75  # the exit status after a stop asked by a signal: EX_TEMPFAIL, "try again"
-MAGIC = b"cleanrl checkpoint 1\n"
+MAGIC = CHECKPOINT_MAGIC  # the first line; the header, a line of JSON, follows
+# what the header holds of a checkpoint: what finds a run again, how far it got, and the code that made it
+HEADER = ("script", "run_name", "argv", "iteration", "num_iterations", "global_step", "finished", "code")
 # attributes that a fresh build recreates: the next wrapper, constructor arguments, specs
 STATIC = {
     "env",
@@ -103,28 +128,41 @@ def field_defaults(args):
 
 
 def read(path):
-    """The checkpoint in the file `path`, as saved; BadCheckpoint when it is missing, truncated or damaged."""
+    """The checkpoint in the file `path`, as saved; BadCheckpoint when it is missing, truncated, damaged, or holds
+    anything but data (loading builds tensors, numbers, strings and plain containers, and runs no code)."""
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise BadCheckpoint(f"cannot read {path}: {e.strerror}") from None
-    digest_end = len(MAGIC) + hashlib.sha256().digest_size
-    if not data.startswith(MAGIC):
+    if data.startswith(b"cleanrl checkpoint 1\n"):
+        raise BadCheckpoint(
+            f"{path} has the format of an earlier version, which loading would have to run as code: "
+            "start the run afresh (or go on with the version that wrote it)"
+        )
+    header_end = data.find(b"\n", len(MAGIC)) + 1
+    digest_end = header_end + hashlib.sha256().digest_size
+    if not data.startswith(MAGIC) or header_end == 0:
         raise BadCheckpoint(f"{path} is not a checkpoint of these scripts")
-    if len(data) < digest_end or hashlib.sha256(data[digest_end:]).digest() != data[len(MAGIC) : digest_end]:
+    digest = hashlib.sha256(data[len(MAGIC) : header_end] + data[digest_end:]).digest()
+    if len(data) < digest_end or digest != data[header_end:digest_end]:
         raise BadCheckpoint(f"{path} is truncated or damaged")
     try:
-        return torch.load(io.BytesIO(data[digest_end:]), map_location="cpu", weights_only=False)
+        return torch.load(io.BytesIO(data[digest_end:]), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # a type that is not plain data: what a crafted file would run on loading
+        raise BadCheckpoint(f"{path} holds more than plain data (loading it would run code): refused") from None
     except Exception as e:  # whole, yet unreadable here: another version of the libraries, say
         raise BadCheckpoint(f"cannot load {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
 def write(state, path):
-    """Writes `state` to `path` so that a kill at any moment leaves either the previous file or this one, whole."""
+    """Writes `state` to `path` so that a kill at any moment leaves either the previous file or this one, whole. The
+    file starts with a line of JSON, its header: what the benchmark runner reads (scripts.checkpoint_header), in the
+    same file, so that it can never disagree with the checkpoint."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
     payload = buffer.getvalue()
-    write_whole([MAGIC, hashlib.sha256(payload).digest(), payload], path)
+    header = json.dumps({name: state[name] for name in HEADER if name in state}).encode() + b"\n"
+    write_whole([MAGIC, header, hashlib.sha256(header + payload).digest(), payload], path)
 
 
 def write_whole(parts, path):
@@ -160,6 +198,77 @@ def computed_fields(args):
     return {name for name, hint in hints.items() if "Suppress" in str(hint)}
 
 
+def given_fields(args, argv):
+    """The fields of `args` that the command line `argv` sets (--flag value, --flag=value, --no-flag, either
+    spelling); the others have their defaults."""
+    names = {field.name for field in dataclasses.fields(args)}
+    given = set()
+    for word in argv:
+        if not str(word).startswith("--"):
+            continue
+        name = str(word)[2:].partition("=")[0].replace("-", "_")
+        if name not in names and name.startswith("no_"):
+            name = name[3:]
+        if name in names:
+            given.add(name)
+    return given
+
+
+# what each attempt of a run asks for itself; every other flag left out takes the run's own value (an upload needs
+# cleanrl_utils.huggingface, which a script imports before its checkpoint is read)
+ASKED_ANEW = ("resume", "resume_changed_code", "upload_model")
+
+# computed from how the program was launched, not from its flags: a resumed run must be launched alike
+LAUNCH = ("world_size",)
+
+# The packages whose versions a checkpoint records: the first three always, the others where the process has
+# imported them (the environments' and JAX's); {module: distribution}
+PACKAGES = {
+    "torch": "torch",
+    "numpy": "numpy",
+    "gymnasium": "gymnasium",
+    "ale_py": "ale-py",
+    "envpool": "envpool",
+    "mujoco": "mujoco",
+    "dm_control": "dm-control",
+    "shimmy": "shimmy",
+    "procgen": "procgen",
+    "pettingzoo": "pettingzoo",
+    "supersuit": "SuperSuit",
+    "gym_microrts": "gym-microrts",
+    "jpype": "JPype1",
+    "isaacgym": "isaacgym",
+    "jax": "jax",
+    "flax": "flax",
+    "optax": "optax",
+}
+ALWAYS = ("torch", "numpy", "gymnasium")
+
+
+def installed_version(module):
+    """The installed version of the package of `module` (its distribution's, else the module's __version__), or
+    None where it is not installed."""
+    try:
+        return importlib.metadata.version(PACKAGES[module])
+    except importlib.metadata.PackageNotFoundError:
+        if module in sys.modules:
+            return str(getattr(sys.modules[module], "__version__", "unknown"))
+        return None
+
+
+def script_sha256(script):
+    return hashlib.sha256(Path(script).read_bytes()).hexdigest()
+
+
+def versions_in_use():
+    """{"python": version, module: version} for Python and the packages of PACKAGES in use."""
+    versions = {"python": platform.python_version()}
+    for module in PACKAGES:
+        if module in ALWAYS or module in sys.modules:
+            versions[module] = installed_version(module)
+    return versions
+
+
 class Checkpoints:
     """The checkpoints of one run: made right after the run name, before any work. With --resume it reads and checks
     the run's checkpoint, or ends the program with one line on stderr and exit status 2."""
@@ -167,9 +276,13 @@ class Checkpoints:
     def __init__(self, args, script, run_name):
         self.args = args
         self.script = os.path.basename(script)
+        self.sha256 = script_sha256(script)
         self.state = None
+        self.last = None  # the state of the last checkpoint written, which finish() writes again as finished
+        self.changed_code = None  # with --resume-changed-code: what changed since the checkpoint
         self.wandb_id = None
         self.stop_signal = None
+        self.lock = None
         if args.checkpoint_every < 0:
             self.fail(f"--checkpoint-every must be at least 0 (0: no checkpoints), got {args.checkpoint_every}")
         if args.resume:
@@ -184,8 +297,35 @@ class Checkpoints:
                 os.environ["WANDB_RESUME"] = "allow"
         self.run_name = run_name
         self.path = Path("runs", run_name, FILE)
+        self.claim()
+
+    def claim(self):
+        """From here on this process writes the run: it takes the run's lock, then, with --resume, purges the logs
+        the stopped run wrote after its checkpoint."""
+        self.take_lock()
         if self.state is not None:
             self.purge_logs()
+
+    def take_lock(self):
+        """An exclusive lock on the run folder for as long as this process lives (the kernel lets go of it when the
+        process ends, however it ends): a second process on the same run stops here, naming the first."""
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = self.path.with_name(LOCK_FILE)
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(descriptor)
+            self.fail(
+                f"{self.path.parent} is in use by process {holder}, which writes its checkpoints: "
+                "wait for it to end, or stop it, before you go on with the run"
+            )
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+        self.lock = descriptor
 
     def purge_logs(self):
         """One curve per tag: what the stopped run logged after its checkpoint is dropped (TensorBoard reads the
@@ -214,7 +354,9 @@ class Checkpoints:
         return state
 
     def check(self, state):
-        """The checkpoint `state` if this program may go on from it; BadCheckpoint saying why not otherwise."""
+        """The checkpoint `state` if this program may go on from it; BadCheckpoint saying why not otherwise. The flags
+        not given on the command line take the run's own values; a flag given must have the run's value, unless a
+        resumed run may change it (scripts.OPERATIONAL)."""
         where = f"runs/{state['run_name']}"
         if state["script"] != self.script:
             raise BadCheckpoint(f"{where} is a run of {state['script']}, not of {self.script}: resume it with that")
@@ -222,31 +364,70 @@ class Checkpoints:
         ours = vars(self.args)
         # a field the script has gained since the checkpoint was written counts as its default there
         theirs = {**field_defaults(self.args), **state["args"]}
-        differ = [name for name in ours if name not in OPERATIONAL and ours[name] != theirs.get(name)]
-        flags = [name for name in differ if name not in computed]
-        if differ:  # the flags; what is computed from them (or from the launch, as a world size) where they agree
-            shown = [f"{flag(name)} {theirs.get(name)}" for name in flags] or [f"{n} {theirs.get(n)}" for n in differ]
-            raise BadCheckpoint(f"{where} was run with {', '.join(shown)}: give the run's own flags")
-        if state["iteration"] >= theirs["num_iterations"]:
+        given = given_fields(self.args, sys.argv[1:])
+        differ = [name for name in ours if name in given and name not in OPERATIONAL and ours[name] != theirs[name]]
+        if differ:
+            shown = ", ".join(f"{flag(name)} {theirs[name]}" for name in differ)
+            raise BadCheckpoint(f"{where} was run with {shown}: give the run's own flags, or leave them out")
+        launched = [name for name in LAUNCH if name in ours and ours[name] != theirs[name]]
+        if launched:
+            name = launched[0]
+            raise BadCheckpoint(f"{where} was launched with {name} {theirs[name]}, this program with {ours[name]}")
+        for name in ours:  # the run's own flags where none is given, and what it computed from them
+            if name not in ASKED_ANEW and (name not in given or name in computed):
+                setattr(self.args, name, theirs[name])
+        if state.get("finished"):
             raise BadCheckpoint(f"{where} has finished (iteration {state['iteration']} of {theirs['num_iterations']})")
+        changes = self.code_changes(state["code"])
+        if changes and not self.args.resume_changed_code:
+            raise BadCheckpoint(
+                f"{where} was made by other code ({'; '.join(changes)}): add --resume-changed-code to go on with its "
+                "learner and fresh environments (not bitwise), or start the run afresh"
+            )
+        if changes:
+            self.changed_code = f"the code changed since the checkpoint ({'; '.join(changes)})"
         return state
+
+    def code_changes(self, code):
+        """What differs between the code that wrote a checkpoint (its `code` record) and this program's."""
+        changes = []
+        if code["script_sha256"] != self.sha256:
+            changes.append(
+                f"{self.script} is another text (sha256 {code['script_sha256'][:12]}, now {self.sha256[:12]})"
+            )
+        for name, then in code["versions"].items():
+            now = platform.python_version() if name == "python" else installed_version(name)
+            if now != then:
+                changes.append(f"{name} {then}, now {now or 'not installed'}")
+        return changes
 
     def restore(self, envs, agent, optimizer, *carried):
         """Puts the checkpoint into the freshly built `envs`, `agent`, `optimizer`, the tensors
         `carried` (what else the loop carries from one iteration to the next, as an LSTM's state: in place) and the
-        random generators; returns the first iteration to run, global_step, start_time, next_obs and next_done."""
+        random generators; returns the first iteration to run, global_step, start_time, next_obs and next_done.
+        Where what was built does not match the checkpoint, the program ends with one line and exit status 2."""
         state = self.state
         device = next(agent.parameters()).device
-        agent.load_state_dict(state["agent"])
-        optimizer.load_state_dict(state["optimizer"])
+        try:
+            agent.load_state_dict(state["agent"])
+            optimizer.load_state_dict(state["optimizer"])
+            saved_carried = state["carried"]
+            if len(saved_carried) != len(tensors(carried)):
+                raise ValueError(f"it carries {len(saved_carried)} tensors from one iteration to the next")
+            for tensor, saved in zip(tensors(carried), saved_carried, strict=True):
+                tensor.copy_(saved)
+        except (RuntimeError, ValueError, KeyError) as e:
+            self.fail(f"--resume: the checkpoint's learner does not fit this script's ({error_line(e)})")
         next_obs = state["next_obs"].to(device)
         next_done = state["next_done"].to(device)
-        for tensor, saved in zip(tensors(carried), state["carried"], strict=True):
-            tensor.copy_(saved)
-        if state["envs"] is not None:
-            restore_envs(envs, state["envs"])
+        lost = self.changed_code or state["envs_lost"]
+        if state["envs"] is not None and not self.changed_code:
+            try:
+                restore_envs(envs, state["envs"])
+            except BadCheckpoint as e:
+                self.fail(f"--resume: {e}")
         else:
-            next_obs = torch.as_tensor(self.restart_envs(envs), dtype=torch.float32, device=device)
+            next_obs = torch.as_tensor(self.restart_envs(envs, lost), dtype=torch.float32, device=device)
             next_done = torch.zeros_like(next_done)
         start_time = self.resumed()
         return state["iteration"] + 1, state["global_step"], start_time, next_obs, next_done
@@ -259,7 +440,7 @@ class Checkpoints:
         print(f"resumed {self.path.parent} at iteration {state['iteration']}, step {state['global_step']}", flush=True)
         return time.time() - state["elapsed"]
 
-    def restart_envs(self, envs):
+    def restart_envs(self, envs, why):
         """Where the checkpoint holds no environment state: the environments restart, seeded from the seed and the
         iteration where their reset takes a seed, and the run says so in one line; returns their first observations.
         EnvPool's reset accepts a seed and ignores it, and Isaac Gym's takes none: both are seeded only when made
@@ -276,7 +457,7 @@ class Checkpoints:
         else:
             how = "as made, with --seed"
         print(
-            f"{self.script}: {state['envs_lost']}: the environments restart ({how}); the learner goes on exactly",
+            f"{self.script}: {why}: the environments restart ({how}); the learner goes on exactly",
             flush=True,
         )
         if envpool:
@@ -286,9 +467,9 @@ class Checkpoints:
         return envs.reset()
 
     def save(self, iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried):
-        """Writes a checkpoint every --checkpoint-every iterations, at the last one (which marks the run finished)
-        and after a stop asked by a signal, then ends the program. What the writer holds goes to disk first: the
-        checkpoint never runs ahead of the logs."""
+        """Writes a checkpoint every --checkpoint-every iterations, at the last one (finish() marks it finished once
+        the model is saved) and after a stop asked by a signal, then ends the program. What the writer holds goes to
+        disk first: the checkpoint never runs ahead of the logs."""
         if not self.due(iteration):
             return
         env_state, lost = capture_envs(envs, self.args.env_id)
@@ -319,21 +500,26 @@ class Checkpoints:
         return {
             "script": self.script,
             "run_name": self.run_name,
+            "argv": self.state["argv"] if self.state is not None else [str(word) for word in sys.argv[1:]],
             "args": dict(vars(self.args)),
             "wandb_id": self.wandb_id,
             "iteration": iteration,
+            "num_iterations": self.args.num_iterations,
+            "finished": False,
             "global_step": global_step,
             "elapsed": time.time() - start_time,
+            "code": {"script_sha256": self.sha256, "versions": versions_in_use()},
         }
 
     def commit(self, state):
-        """Writes the checkpoint `state` and checkpoint.json; after a stop asked by a signal, ends the program."""
+        """Writes the checkpoint `state`, then checkpoint.json (its header, for people and other tools: the benchmark
+        runner reads the header of checkpoint.pt itself, which cannot disagree with it); after a stop asked by a
+        signal, ends the program."""
         iteration = state["iteration"]
-        global_step = state["global_step"]
-        plain = {"script": self.script, "run_name": self.run_name, "argv": sys.argv[1:], "iteration": iteration}
-        plain.update(num_iterations=self.args.num_iterations, global_step=global_step)
+        self.last = state
         try:
             write(state, self.path)
+            plain = {name: state[name] for name in HEADER}
             write_whole([json.dumps(plain).encode()], self.path.with_name(STATE_FILE))
         except OSError as e:  # a full disk, say: training goes on, and the next checkpoint tries again
             print(
@@ -350,6 +536,16 @@ class Checkpoints:
             name = signal.Signals(self.stop_signal).name
             print(f"{self.script}: stopped by {name} after {written}; --resume {self.path.parent} goes on", flush=True)
             sys.exit(STOPPED)
+
+    def finish(self):
+        """After the loop, once the model is saved, evaluated and uploaded where asked: the last checkpoint is written
+        again, marked finished. Until then a resumed run goes on into those steps."""
+        state = self.last if self.last is not None else self.state
+        if state is None or state["iteration"] < self.args.num_iterations:
+            return
+        state["finished"] = True
+        self.stop_signal = None
+        self.commit(state)
 
     def committed(self, iteration):
         """Called once the checkpoint of `iteration` is on disk (ProcessCheckpoints removes older parts then)."""
@@ -390,6 +586,12 @@ def save(iteration, global_step, start_time, writer, envs, agent, optimizer, nex
     RUN[0].save(iteration, global_step, start_time, writer, envs, agent, optimizer, next_obs, next_done, *carried)
 
 
+def finish():
+    """After the loop, once the model is saved, evaluated and uploaded where asked: the run is finished
+    (Checkpoints.finish)."""
+    RUN[0].finish()
+
+
 def made_by_envpool(envs):
     """Whether `envs` is an EnvPool environment, or wraps one."""
     while envs is not None:
@@ -411,12 +613,13 @@ def tensors(nested):
 
 def capture_random():
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
+    numpy = to_data(np.random.get_state(legacy=False))
+    return {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state(), "cuda": cuda}
 
 
 def restore_random(saved):
     random.setstate(saved["python"])
-    np.random.set_state(saved["numpy"])
+    np.random.set_state(from_data(saved["numpy"]))
     torch.set_rng_state(saved["torch"])
     if saved["cuda"] is not None:
         torch.cuda.set_rng_state_all(saved["cuda"])
@@ -448,7 +651,8 @@ WRAPPERS = (gym.Wrapper, gym.vector.VectorWrapper)
 
 
 def attributes(obj, skip=frozenset()):
-    """The state an object keeps in its own attributes, and the names of those that cannot be stored."""
+    """The state an object keeps in its own attributes, as plain data (to_data), and the names of those that have
+    no plain form."""
     kept, lost = {}, []
     for name, value in vars(obj).items():
         if name in STATIC or name in skip or callable(value) or isinstance(value, STRUCTURE):
@@ -456,11 +660,9 @@ def attributes(obj, skip=frozenset()):
         if type(value).__module__.startswith("pygame"):  # what renders (classic control, Box2D): made anew
             continue
         try:
-            pickle.dumps(value)
-        except Exception:
+            kept[name] = to_data(value)
+        except Unstorable:
             lost.append(f"{type(obj).__name__}.{name}")
-            continue
-        kept[name] = value
     return kept, lost
 
 
@@ -477,12 +679,12 @@ def capture_stack(env, lost):
     kept, base_lost = attributes(env, ENGINE_ATTRIBUTES[kind])
     lost += base_lost
     base = {"class": type(env).__qualname__, "attributes": kept, "engine": kind}
-    if kind == "ale":
-        base["engine_state"] = env.ale.cloneState(include_rng=True)
+    if kind == "ale":  # the emulator's whole state, its random generator included, as the bytes ALE serialises
+        base["engine_state"] = to_data(env.ale.cloneState(include_rng=True).__getstate__())
     elif kind == "mujoco":
-        base["engine_state"] = zlib.compress(pickle.dumps(env.data), 1)  # the arena is mostly zeros
+        base["engine_state"] = to_data(env.data)
     elif kind == "procgen":
-        base["engine_state"] = env.venv.env.get_state()  # each game's whole state, its random generators included
+        base["engine_state"] = to_data(env.venv.env.get_state())  # each game's bytes, its random generators included
     elif isinstance(env, gym.vector.SyncVectorEnv):
         base["envs"] = [capture_stack(sub_env, lost) for sub_env in env.envs]
     elif isinstance(env, gym.vector.VectorEnv) or not isinstance(env, gym.Env):
@@ -500,24 +702,216 @@ def capture_envs(envs, env_id):
 
 
 def restore_envs(env, saved):
-    """Puts the state `capture_stack` took into the freshly built `env`, which must be built the same way."""
+    """Puts the state `capture_stack` took into the freshly built `env`; BadCheckpoint where `env` is not built as
+    the checkpoint's was (another wrapper stack, another number of environments, another engine)."""
     for layer in saved["layers"]:
-        assert type(env).__qualname__ == layer["class"], (type(env).__qualname__, layer["class"])
-        vars(env).update(layer["attributes"])
+        same_class(env, layer["class"])
+        restore_attributes(env, layer["attributes"])
         env = env.env
     base = saved["base"]
-    assert type(env).__qualname__ == base["class"], (type(env).__qualname__, base["class"])
-    vars(env).update(base["attributes"])
+    same_class(env, base["class"])
+    if engine(env) != base["engine"]:
+        raise BadCheckpoint(f"the checkpoint's {base['class']} runs on {base['engine']}, this one on {engine(env)}")
+    restore_attributes(env, base["attributes"])
     if base["engine"] == "ale":
-        env.ale.restoreState(base["engine_state"])
+        import ale_py
+
+        emulator = ale_py.ALEState.__new__(ale_py.ALEState)
+        emulator.__setstate__(from_data(base["engine_state"]))
+        env.ale.restoreState(emulator)
     elif base["engine"] == "mujoco":
+        from_data(base["engine_state"], env.data)
+    elif base["engine"] == "procgen":
+        env.venv.env.set_state(from_data(base["engine_state"]))
+    sub_envs, sub_states = getattr(env, "envs", []), base.get("envs", [])
+    if len(sub_envs) != len(sub_states):
+        raise BadCheckpoint(
+            f"the checkpoint has {len(sub_states)} environments in {base['class']}, this run {len(sub_envs)}"
+        )
+    for sub_env, sub_state in zip(sub_envs, sub_states, strict=True):
+        restore_envs(sub_env, sub_state)
+
+
+def same_class(env, name):
+    if type(env).__qualname__ != name:
+        raise BadCheckpoint(
+            f"the environments are built otherwise than in the checkpoint: {type(env).__qualname__} where it has {name}"
+        )
+
+
+def restore_attributes(obj, saved):
+    for name, data in saved.items():
+        vars(obj)[name] = from_data(data, vars(obj).get(name, MISSING))
+
+
+# ---- plain data -----------------------------------------------------------------------------------------------------
+# A checkpoint is data, never code: torch.load(weights_only=True) reads it, which builds tensors, numbers, strings and
+# plain containers and refuses everything else. What an environment keeps beyond those is stored in a plain form,
+# a dict tagged under KIND, and rebuilt here by this module's own code, never by a name the file gives: arrays from
+# their bytes, random generators from their state, an enum member by its name in the class of the fresh
+# environment's own value, and an object of a plain Python class (a normaliser's running statistics, a dm_control
+# task) by putting its attributes into the object of the same class that the fresh build made. MuJoCo's MjData is
+# rebuilt from the bytes MuJoCo serialises it to, then copied into the fresh one (mj_copyData).
+
+KIND = "~kind"
+MISSING = object()
+BIT_GENERATORS = {name: getattr(np.random, name) for name in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")}
+NESTING = 16  # deeper than any environment's state here: a cycle, or a graph not worth storing
+
+
+class Unstorable(Exception):
+    """A value with no plain-data form here."""
+
+
+def byte_tensor(data):
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(0, dtype=torch.uint8)
+
+
+def to_data(value, depth=0):
+    """`value` as tensors, numbers, strings and plain containers; Unstorable where it has no such form."""
+    if depth > NESTING:
+        raise Unstorable("nested too deep")
+    inner = depth + 1
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if kind is bytes:
+        return {KIND: "bytes", "data": byte_tensor(value)}
+    if kind is np.ndarray:
+        if value.dtype.hasobject or value.dtype.fields is not None:
+            raise Unstorable(f"an array of {value.dtype}")
+        data = byte_tensor(np.ascontiguousarray(value).tobytes())
+        return {KIND: "array", "dtype": value.dtype.str, "shape": list(value.shape), "data": data}
+    if isinstance(value, np.generic):
+        return {KIND: "scalar", "array": to_data(np.asarray(value), inner)}
+    if kind is np.dtype or isinstance(value, np.dtype):
+        if value.hasobject or value.fields is not None:
+            raise Unstorable(f"the dtype {value}")
+        return {KIND: "dtype", "str": value.str}
+    if kind in (list, tuple):
+        return kind(to_data(item, inner) for item in value)
+    if kind is dict:
+        return {KIND: "dict", "items": [[to_data(k, inner), to_data(v, inner)] for k, v in value.items()]}
+    if kind in (set, frozenset):
+        return {KIND: kind.__name__, "items": [to_data(item, inner) for item in value]}
+    if kind is collections.deque:
+        return {KIND: "deque", "items": [to_data(item, inner) for item in value], "maxlen": value.maxlen}
+    if kind is np.random.Generator:
+        return {KIND: "generator", "state": to_data(value.bit_generator.state, inner)}
+    if kind is np.random.RandomState:
+        return {KIND: "randomstate", "state": to_data(value.get_state(legacy=False), inner)}
+    if kind is random.Random:
+        return {KIND: "random", "state": to_data(value.getstate(), inner)}
+    if isinstance(getattr(kind, "__members__", None), Mapping) and isinstance(getattr(value, "name", None), str):
+        return {KIND: "member", "class": kind.__qualname__, "name": value.name}  # an enum's member (Python's, pybind's)
+    mujoco = sys.modules.get("mujoco")
+    if mujoco is not None and kind is mujoco.MjData:  # the arena is mostly zeros
+        return {KIND: "mjdata", "data": byte_tensor(zlib.compress(value.__getstate__(), 1))}
+    if isinstance(value, type) or callable(value) or not hasattr(value, "__dict__"):
+        raise Unstorable(f"a {kind.__name__}")
+    if kind.__getstate__ is object.__getstate__:  # a plain Python object
+        if not python_class(kind):
+            raise Unstorable(f"a {kind.__name__}")
+        attributes = {name: to_data(item, inner) for name, item in vars(value).items()}
+        return {KIND: "object", "class": kind.__qualname__, "attributes": attributes}
+    # an object that says itself what its state is: stored where that state is another object it holds (dm_control's
+    # Physics, its MjData), which the restore fills in place
+    try:
+        state = value.__getstate__()
+    except Exception:
+        raise Unstorable(f"a {kind.__name__}") from None
+    state = to_data(state, inner)
+    if not (isinstance(state, dict) and state.get(KIND) in ("object", "state", "mjdata")):
+        raise Unstorable(f"a {kind.__name__}")
+    return {KIND: "state", "class": kind.__qualname__, "state": state}
+
+
+def python_class(kind):
+    """Whether objects of the class `kind` keep their state in their __dict__ as Python objects do: a class made by
+    Python's own metaclass (or abc's), no __slots__, no pickling of its own. Not a class of an extension (pybind11's,
+    JPype's Java proxies), whose state lives elsewhere. (Nothing is ever made from a class here: the restore puts
+    the state into the object the fresh build made.)"""
+    if type(kind) not in (type, abc.ABCMeta):
+        return False
+    if kind.__reduce_ex__ is not object.__reduce_ex__ or kind.__reduce__ is not object.__reduce__:
+        return False
+    return not any("__slots__" in vars(base) for base in kind.__mro__)
+
+
+def from_data(data, current=MISSING):
+    """The value `to_data` stored as `data`. `current` is what the freshly built environment holds in its place: an
+    object, an MjData or an enum member is restored into it or taken from its class; BadCheckpoint where it does not
+    match."""
+    if isinstance(data, (list, tuple)):
+        like = current if isinstance(current, (list, tuple)) and len(current) == len(data) else [MISSING] * len(data)
+        return type(data)(from_data(item, was) for item, was in zip(data, like, strict=True))
+    if not isinstance(data, dict):
+        return data
+    kind = data.get(KIND)
+    if kind == "bytes":
+        return data["data"].numpy().tobytes()
+    if kind == "array":
+        raw = data["data"].numpy().tobytes()
+        return np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"]).copy()
+    if kind == "scalar":
+        return from_data(data["array"])[()]
+    if kind == "dtype":
+        return np.dtype(data["str"])
+    if kind == "dict":
+        known = current if isinstance(current, dict) else {}
+        pairs = [(from_data(k), v) for k, v in data["items"]]
+        return {key: from_data(value, known.get(key, MISSING)) for key, value in pairs}
+    if kind in ("set", "frozenset"):
+        return {"set": set, "frozenset": frozenset}[kind](from_data(item) for item in data["items"])
+    if kind == "deque":
+        return collections.deque((from_data(item) for item in data["items"]), maxlen=data["maxlen"])
+    if kind == "generator":
+        state = from_data(data["state"])
+        if state.get("bit_generator") not in BIT_GENERATORS:
+            raise BadCheckpoint(f"the checkpoint names an unknown bit generator, {state.get('bit_generator')}")
+        generator = np.random.Generator(BIT_GENERATORS[state["bit_generator"]]())
+        generator.bit_generator.state = state
+        return generator
+    if kind == "randomstate":
+        generator = np.random.RandomState()
+        generator.set_state(from_data(data["state"]))
+        return generator
+    if kind == "random":
+        generator = random.Random()
+        generator.setstate(from_data(data["state"]))
+        return generator
+    if kind == "member":
+        members = getattr(type(current), "__members__", None)
+        if (
+            type(current).__qualname__ != data["class"]
+            or not isinstance(members, Mapping)
+            or data["name"] not in members
+        ):
+            raise BadCheckpoint(f"the checkpoint's {data['class']}.{data['name']} has no counterpart in this build")
+        return members[data["name"]]
+    if kind == "mjdata":
         import mujoco
 
-        mujoco.mj_copyData(env.data, env.model, pickle.loads(zlib.decompress(base["engine_state"])))
-    elif base["engine"] == "procgen":
-        env.venv.env.set_state(base["engine_state"])
-    for sub_env, sub_state in zip(getattr(env, "envs", []), base.get("envs", []), strict=True):
-        restore_envs(sub_env, sub_state)
+        if type(current) is not mujoco.MjData:
+            raise BadCheckpoint("the checkpoint holds a MuJoCo simulation where this build has none")
+        saved = mujoco.MjData.__new__(mujoco.MjData)
+        saved.__setstate__(zlib.decompress(data["data"].numpy().tobytes()))
+        if saved.model.nq != current.model.nq or saved.model.nv != current.model.nv:
+            raise BadCheckpoint("the checkpoint's MuJoCo model is not this build's")
+        mujoco.mj_copyData(current, current.model, saved)
+        return current
+    if kind in ("object", "state"):
+        if current is MISSING or type(current).__qualname__ != data["class"]:
+            have = "nothing" if current is MISSING else type(current).__qualname__
+            raise BadCheckpoint(f"the checkpoint holds a {data['class']} where this build has {have}")
+        if kind == "object":
+            restore_attributes(current, data["attributes"])
+        elif from_data(data["state"], current.__getstate__()) is not current.__getstate__():
+            raise BadCheckpoint(f"the checkpoint's {data['class']} cannot be put back in place")
+        return current
+    raise BadCheckpoint(f"the checkpoint holds data of an unknown kind, {kind!r}")
 
 
 # ---- several processes, PettingZoo, Isaac Gym ----------------------------------------------------------------------
@@ -540,17 +934,16 @@ class ProcessCheckpoints(Checkpoints):
         self.rank = int(os.getenv("RANK", "0"))
         self.agreed = False
         super().__init__(args, script, run_name)
-        if self.state is None:
-            return
-        iteration = self.state["iteration"]
-        try:  # every process checks every part, so that rank 0 alone says what is wrong
-            parts = {rank: read(self.part_path(iteration, rank)) for rank in range(1, self.args.world_size)}
-        except BadCheckpoint as e:
-            self.fail(f"--resume: {e}")
-        if self.rank != 0:
-            self.state.update(parts[self.rank])
-        if self.rank == 0:  # rank 0 alone logs; once the checkpoint is known whole
-            super().purge_logs()
+        if self.state is not None:
+            iteration = self.state["iteration"]
+            try:  # every process checks every part, so that rank 0 alone says what is wrong
+                parts = {rank: read(self.part_path(iteration, rank)) for rank in range(1, self.args.world_size)}
+            except BadCheckpoint as e:
+                self.fail(f"--resume: {e}")
+            if self.rank != 0:
+                self.state.update(parts[self.rank])
+        if self.rank == 0:  # rank 0 alone locks the run and logs; once the checkpoint is known whole
+            super().claim()
 
     def fail(self, message):
         """Every process finds the same error in the flags or the checkpoint: rank 0 alone says it."""
@@ -558,8 +951,13 @@ class ProcessCheckpoints(Checkpoints):
             super().fail(message)
         sys.exit(2)
 
-    def purge_logs(self):
-        """Done once the parts are checked (__init__)."""
+    def claim(self):
+        """Done by rank 0 once the parts are checked (__init__)."""
+
+    def finish(self):
+        """Rank 0 writes the run's checkpoint: it alone marks the run finished."""
+        if self.rank == 0:
+            super().finish()
 
     def committed(self, iteration):
         """checkpoint.pt names `iteration`: the parts of other iterations are no longer needed."""
@@ -631,9 +1029,12 @@ def restore_jax(envs, agent_state, key, episode_stats):
 
     run = RUN[0]
     state = run.state
-    agent_state, key, episode_stats = from_named_arrays(state["agent"], (agent_state, key, episode_stats))
+    try:
+        agent_state, key, episode_stats = from_named_arrays(state["agent"], (agent_state, key, episode_stats))
+    except BadCheckpoint as e:
+        run.fail(f"--resume: {e}")
     episode_stats = episode_stats.replace(**{name: jnp.zeros_like(getattr(episode_stats, name)) for name in UNDER_WAY})
-    next_obs = run.restart_envs(envs)
+    next_obs = run.restart_envs(envs, run.changed_code or state["envs_lost"])
     start_time = run.resumed()
     return state["iteration"] + 1, state["global_step"], start_time, next_obs, agent_state, key, episode_stats
 
@@ -665,5 +1066,11 @@ def from_named_arrays(saved, like):
 
     leaves, structure = jax.tree_util.tree_flatten_with_path(like)
     paths = [jax.tree_util.keystr(path) for path, _ in leaves]
-    assert sorted(paths) == sorted(saved), "the checkpoint's learner is not this script's"
+    if sorted(paths) != sorted(saved):
+        raise BadCheckpoint("the checkpoint's learner has other parts than this script's")
+    for path, (_, leaf) in zip(paths, leaves, strict=True):
+        if tuple(saved[path].shape) != tuple(np.shape(leaf)):
+            raise BadCheckpoint(
+                f"the checkpoint's {path} has shape {tuple(saved[path].shape)}, this script's {np.shape(leaf)}"
+            )
     return jax.tree_util.tree_unflatten(structure, [jnp.asarray(saved[path].numpy()) for path in paths])

@@ -5,6 +5,7 @@ import ast
 import dataclasses
 import importlib.util
 import inspect
+import json
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "cleanrl"
 # commands that differ only in them as one run. True where the field is a switch, which takes no value.
 OPERATIONAL = {
     "resume": False,
+    "resume_changed_code": True,
     "checkpoint_every": False,
     "track": True,
     "wandb_project_name": False,
@@ -23,6 +25,22 @@ OPERATIONAL = {
     "upload_model": True,
     "hf_entity": False,
 }
+
+
+# A checkpoint file (checkpoint.py) starts with this line, then a line of JSON: its header, which the benchmark runner
+# reads without loading the checkpoint (the flags, the iteration reached, whether the run finished, the code's hash).
+CHECKPOINT_MAGIC = b"cleanrl checkpoint 2\n"
+
+
+def checkpoint_header(path):
+    """The header of the checkpoint file `path`, a dict; OSError or ValueError where it has none."""
+    with open(path, "rb") as f:
+        if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
+            raise ValueError(f"{path} is not a checkpoint of this version")
+        header = json.loads(f.readline(1 << 20))
+    if not isinstance(header, dict):
+        raise ValueError(f"{path} has no header")
+    return header
 
 
 def operational_flags():

@@ -14,7 +14,7 @@ from helpers import ROOT, assert_user_error, run_python, run_script, script_env,
 
 import benchmark.speed as speed
 from cleanrl_utils import benchmark
-from cleanrl_utils.scripts import OPERATIONAL, load_script, script_names
+from cleanrl_utils.scripts import CHECKPOINT_MAGIC, OPERATIONAL, checkpoint_header, load_script, script_names
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
 
@@ -136,25 +136,36 @@ def test_with_this_interpreter_changes_only_a_leading_python():
 
 
 # A stand-in training script with what the runner relies on (cleanrl_utils/checkpoint.py does this for the real
-# scripts): a run folder per run, checkpoint.json beside its checkpoint, --checkpoint-every and --resume FOLDER.
+# scripts): a run folder per run, a checkpoint whose header holds its flags, its iteration, whether it finished and
+# the sha256 of the script, --checkpoint-every and --resume FOLDER.
 STANDIN_TRAINING = """
-import json, os, sys, time
+import hashlib, json, os, sys, time
+MAGIC = b"cleanrl checkpoint 2\\n"
+def checkpoint_header(path):
+    return json.loads(open(path, "rb").read()[len(MAGIC):].split(b"\\n")[0])
 argv = sys.argv[1:]
 def flag(name, default=None):
     return argv[argv.index(name) + 1] if name in argv else default
 env_id, seed, every = flag("--env-id"), flag("--seed"), int(flag("--checkpoint-every", 0))
 folder = flag("--resume") or f"runs/{env_id}__train__{seed}__{time.time_ns()}"
 os.makedirs(folder, exist_ok=True)
-start = json.load(open(f"{folder}/checkpoint.json"))["iteration"] + 1 if flag("--resume") else 1
+start = checkpoint_header(f"{folder}/checkpoint.pt")["iteration"] + 1 if flag("--resume") else 1
+code = {"script_sha256": hashlib.sha256(open(__file__, "rb").read()).hexdigest()}
 print("iterations", start, "to 4 in", folder)
 for iteration in range(start, 5):
     if every and iteration % every == 0:
         kept = [a for i, a in enumerate(argv) if a != "--resume" and (i == 0 or argv[i - 1] != "--resume")]
-        json.dump({"argv": kept, "iteration": iteration, "num_iterations": 4}, open(f"{folder}/tmp", "w"))
-        os.replace(f"{folder}/tmp", f"{folder}/checkpoint.json")
+        header = {"argv": kept, "iteration": iteration, "num_iterations": 4, "finished": iteration == 4, "code": code}
+        open(f"{folder}/tmp", "wb").write(MAGIC + json.dumps(header).encode() + b"\\n")
+        os.replace(f"{folder}/tmp", f"{folder}/checkpoint.pt")
     if env_id == "Killed-v0" and iteration == 2 and start == 1:
         os._exit(137)  # as if killed after its second checkpoint
 """
+
+
+def write_header(folder, header):
+    """A checkpoint file with only its header: what the runner reads."""
+    (folder / "checkpoint.pt").write_bytes(CHECKPOINT_MAGIC + json.dumps(header).encode() + b"\n")
 
 
 def test_running_a_benchmark_again_continues_the_unfinished_runs_and_leaves_the_finished(tmp_path):
@@ -174,17 +185,40 @@ def test_running_a_benchmark_again_continues_the_unfinished_runs_and_leaves_the_
     [killed] = (tmp_path / "runs").glob("Killed-v0__train__1__*")
     log = sorted((tmp_path / "logs").glob("*/Killed-v0__seed1.log"))[-1].read_text()
     assert f"--checkpoint-every 1 --resume {killed.relative_to(tmp_path)}" in log and "iterations 3 to 4" in log
-    assert json.loads((killed / "checkpoint.json").read_text())["iteration"] == 4
+    assert checkpoint_header(killed / "checkpoint.pt")["iteration"] == 4
     assert len(list((tmp_path / "runs").iterdir())) == 2, "a continued run keeps its folder"
     third = benchmark_cli(*args, cwd=tmp_path)
     assert "  left alone: they had finished before: Killed-v0 seed 1, Done-v0 seed 1" in third.stdout
+
+
+def test_a_run_of_another_text_of_its_script_is_another_run(tmp_path):
+    """A script fixed since a benchmark ran: its runs, finished or not, are run afresh in new folders (their old
+    folders are left as they are), and the summary says why; the runs of the new text then count as the runs."""
+    (tmp_path / "train.py").write_text(STANDIN_TRAINING)
+    args = ["--env-ids", "Killed-v0", "Done-v0", "--num-seeds", "1", "--workers", "1", "--log-dir", "logs"]
+    args += ["--command", f"{shlex.quote(sys.executable)} train.py", "--checkpoint-every", "1"]
+    benchmark_cli(*args, cwd=tmp_path)
+    before = sorted((tmp_path / "runs").iterdir())
+    (tmp_path / "train.py").write_text(STANDIN_TRAINING + "# a fix\n")
+    second = benchmark_cli(*args, cwd=tmp_path)
+    assert "ok (restarted: its script changed since its checkpoint) Done-v0 seed 1" in second.stdout
+    assert (
+        "  restarted afresh in new folders: their script changed since their checkpoints: Killed-v0 seed 1, "
+        "Done-v0 seed 1\n" in second.stdout
+    )
+    after = sorted((tmp_path / "runs").iterdir())
+    assert len(after) == 4 and set(before) < set(after), "new folders; the old ones stay"
+    # the stand-in's Killed-v0 dies again in its new first attempt; the runs of the new text are the runs now
+    third = benchmark_cli(*args, cwd=tmp_path)
+    assert "  continued from their checkpoints: Killed-v0 seed 1\n" in third.stdout
+    assert "  left alone: they had finished before: Done-v0 seed 1" in third.stdout
 
 
 def test_another_command_is_another_run(tmp_path):
     folder = tmp_path / "runs" / "A-v0__ppo__1__100"
     folder.mkdir(parents=True)
     state = {"argv": ["--total-timesteps", "1000", "--env-id", "A-v0", "--seed", "1"], "iteration": 3}
-    (folder / "checkpoint.json").write_text(json.dumps({**state, "num_iterations": 9}))
+    write_header(folder, {**state, "num_iterations": 9, "finished": False})
     run = benchmark.Run("A-v0", 1, "python cleanrl/ppo.py --total-timesteps 1000 --env-id A-v0 --seed 1")
     assert benchmark.attempt(run, tmp_path, 2) == (
         "continued",
@@ -218,16 +252,16 @@ def test_a_slurm_task_finds_its_run_whichever_way_its_flags_are_written(tmp_path
         command += " --seed 1"
     folder = tmp_path / "runs" / "A-v0__ppo__1__100"
     folder.mkdir(parents=True)
-    state = {"argv": benchmark.flags_of(command)[1], "iteration": 9, "num_iterations": 9}
-    (folder / "checkpoint.json").write_text(json.dumps(state))
+    state = {"argv": benchmark.flags_of(command)[1], "iteration": 9, "num_iterations": 9, "finished": True}
+    write_header(folder, state)
     monkeypatch.chdir(tmp_path)
     started = []
     monkeypatch.setattr(os, "execvp", lambda program, words: started.append(words))
     held = []  # the stop signals the run would start with blocked; this process's own stay as they are
     monkeypatch.setattr(benchmark.signal, "pthread_sigmask", lambda how, signals: held.append((how, set(signals))))
     assert benchmark.run_one(command, None) == 0 and started == [], "the finished run is left alone"
-    state["iteration"] = 4
-    (folder / "checkpoint.json").write_text(json.dumps(state))
+    state.update(iteration=4, finished=False)
+    write_header(folder, state)
     benchmark.run_one(command, None)
     [words] = started
     assert words[-2:] == ["--resume", "runs/A-v0__ppo__1__100"], "the unfinished run goes on in its folder"

@@ -3,6 +3,8 @@ second checkpoint, then resumed, logs bitwise the scalars of the run that never 
 every step once) and saves the same model; a kill in the middle of a checkpoint's write leaves the previous one; every
 bad --resume ends in one line and exit 2, writing nothing."""
 
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -12,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers import (
@@ -27,6 +30,7 @@ from helpers import (
 )
 
 from cleanrl_utils import checkpoint
+from cleanrl_utils.scripts import checkpoint_header
 
 CARTPOLE = ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "4096")
 
@@ -238,7 +242,7 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_training_goes_on(tmp_path):
         proc = run_script("ppo.py", *args, cwd=disk, env=env(), timeout=300)
         assert "[100%] step 4096/4096" in proc.stdout
         refused = [line for line in proc.stderr.splitlines() if "was not written" in line]
-        assert len(refused) == 4096 // 256 - 1, proc.stderr
+        assert len(refused) == 4096 // 256, proc.stderr  # iterations 2 to 16, then marking the run finished
         assert refused[0] == (
             "ppo.py: the checkpoint of iteration 2 was not written (No space left on device); the previous one is kept"
         )
@@ -345,6 +349,203 @@ def test_track_resumes_the_same_wandb_run(tmp_path):
     run_script("ppo.py", *tracked, "--resume", run_dir, cwd=tmp_path, env=env())
     offline_runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 2 and all(run.name.endswith(f"-{run_id}") for run in offline_runs)
+
+
+# ---- a checkpoint is data; it knows the code that made it; one process writes a run --------------------------------
+
+
+class CreatesAFile:
+    """What a crafted checkpoint could hold: unpickled, it would create the file `path` (any code could run there)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_crafted_checkpoint_is_refused_and_runs_nothing(cartpole, tmp_path, capfd):
+    """A checkpoint whose digest is right (anyone can compute it) but which holds an object that unpickling would
+    build by calling a function: loading refuses it in one line, and the function never runs."""
+    run_dir = copy_stopped(cartpole, tmp_path)
+    created = tmp_path / "created-by-unpickling"
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    state["wandb_id"] = CreatesAFile(created)
+    checkpoint.write(state, run_dir / checkpoint.FILE)
+    with pytest.raises(checkpoint.BadCheckpoint, match="holds more than plain data"):
+        checkpoint.read(run_dir / checkpoint.FILE)
+    proc = run_as_main("ppo.py", "--resume", run_dir, cwd=tmp_path, capfd=capfd)
+    assert_user_error(proc, "ppo.py: error: --resume:", "holds more than plain data (loading it would run code)")
+    assert not created.exists()
+    source = (ROOT / "cleanrl_utils" / "checkpoint.py").read_text()
+    assert "pickle.load" not in source and "weights_only=False" not in source
+
+
+def edited_copy(tmp_path, old=None, new=None):
+    """ppo.py with one more comment line (another text, the same program), or with `old` replaced by `new`."""
+    folder = tmp_path / "edited"
+    folder.mkdir(exist_ok=True)
+    text = (SCRIPTS / "ppo.py").read_text()
+    text = text.replace(old, new) if old else text + "# edited since the checkpoint\n"
+    (folder / "ppo.py").write_text(text)
+    return folder / "ppo.py"
+
+
+def test_a_checkpoint_of_another_script_text_is_refused_and_goes_on_with_resume_changed_code(cartpole, tmp_path, capfd):
+    """The checkpoint records its script's sha256: an edited script refuses it in one line that says how to go on;
+    --resume-changed-code then goes on with the learner as saved (its optimizer's step counts, the learning rate's
+    annealing) and fresh environments, seeded from the seed and the iteration."""
+    uninterrupted, _ = cartpole
+    run_dir = copy_stopped(cartpole, tmp_path)
+    iteration = checkpoint.read(run_dir / checkpoint.FILE)["iteration"]
+    edited = edited_copy(tmp_path)
+    proc = run_as_main(edited, "--resume", run_dir, cwd=tmp_path, capfd=capfd)
+    assert_user_error(
+        proc, "was made by other code (ppo.py is another text (sha256 ", "add --resume-changed-code", "not bitwise"
+    )
+    proc = run_script(edited, "--resume", run_dir, "--resume-changed-code", cwd=tmp_path, env=env(), timeout=300)
+    assert (
+        "ppo.py: the code changed since the checkpoint (ppo.py is another text (sha256 " in proc.stdout
+        and f"the environments restart (seeded with --seed and the iteration, {1 + 2 * iteration}); " in proc.stdout
+    )
+    first, second = read_scalars(uninterrupted), read_scalars(run_dir)
+    assert first["charts/learning_rate"] == second["charts/learning_rate"]
+    assert [step for step, _ in first["losses/value_loss"]] == [step for step, _ in second["losses/value_loss"]]
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    steps = {int(moments["step"]) for moments in state["optimizer"]["state"].values()}
+    assert steps == {16 * 4 * 4} and state["finished"], "every update of the run counted once"
+    assert state["code"]["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+    assert (run_dir / "ppo.cleanrl_model").is_file()
+
+
+def test_a_checkpoint_of_other_library_versions_is_refused(cartpole, tmp_path, capfd):
+    run_dir = copy_stopped(cartpole, tmp_path)
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    assert {"python", "torch", "numpy", "gymnasium"} <= set(state["code"]["versions"])
+    state["code"]["versions"]["numpy"] = "1.0.0"
+    checkpoint.write(state, run_dir / checkpoint.FILE)
+    before = tree(tmp_path)
+    proc = run_as_main("ppo.py", "--resume", run_dir, cwd=tmp_path, capfd=capfd)
+    assert_user_error(proc, f"was made by other code (numpy 1.0.0, now {np.__version__})", "--resume-changed-code")
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("part", ["network", "wrappers"])
+def test_what_does_not_fit_the_checkpoint_is_one_line_before_training(cartpole, tmp_path, capfd, part):
+    """A network of other shapes (even under --resume-changed-code), a wrapper stack other than the checkpoint's:
+    one line and exit 2, before any training."""
+    run_dir = copy_stopped(cartpole, tmp_path)
+    if part == "network":
+        script = edited_copy(tmp_path, "hidden = 64", "hidden = 32")
+        proc = run_as_main(script, "--resume", run_dir, "--resume-changed-code", cwd=tmp_path, capfd=capfd)
+        assert_user_error(proc, "the checkpoint's learner does not fit this script's (size mismatch for critic.0")
+    else:
+        state = checkpoint.read(run_dir / checkpoint.FILE)
+        state["envs"]["base"]["envs"][0]["layers"][0]["class"] = "ClipReward"
+        checkpoint.write(state, run_dir / checkpoint.FILE)
+        proc = run_as_main("ppo.py", "--resume", run_dir, cwd=tmp_path, capfd=capfd)
+        assert_user_error(proc, "the environments are built otherwise than in the checkpoint: ")
+    assert "[" not in proc.stdout, "no iteration ran"
+
+
+def test_a_second_process_on_the_same_run_is_refused(cartpole, tmp_path, capfd):
+    """One writer per run: while a resumed run goes on (held still here, SIGSTOP), a second --resume of it ends in
+    one line naming the first one's pid; the first then finishes, bitwise, and its lock goes with it."""
+    uninterrupted, _ = cartpole
+    run_dir = copy_stopped(cartpole, tmp_path)
+    command = [sys.executable, SCRIPTS / "ppo.py", "--resume", run_dir]
+    first = subprocess.Popen(command, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, text=True)
+    try:
+        for line in first.stdout:
+            if line.startswith("resumed "):
+                break
+        first.send_signal(signal.SIGSTOP)
+        second = run_as_main("ppo.py", "--resume", run_dir, cwd=tmp_path, capfd=capfd)
+        assert_user_error(second, f"runs/{run_dir.name} is in use by process {first.pid}", "wait for it to end")
+        first.send_signal(signal.SIGCONT)
+        first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            kill(first)
+    assert first.returncode == 0
+    assert_same_run(uninterrupted, run_dir)
+    assert checkpoint.read(run_dir / checkpoint.FILE)["finished"]
+
+
+def test_resume_alone_goes_on_bitwise_and_a_run_finishes_only_with_its_model(cartpole, tmp_path):
+    """`--resume PATH` with no other flag takes the run's own flags (--save-model among them) and goes on bitwise.
+    The run's last checkpoint counts as finished only once the model is saved and evaluated: a kill before that
+    (the last checkpoint left unfinished, the model not there) resumes into saving and evaluating it."""
+    uninterrupted, _ = cartpole
+    run_dir = copy_stopped(cartpole, tmp_path)
+    run_script("ppo.py", "--resume", run_dir, cwd=tmp_path, env=env(), timeout=300)
+    assert_same_run(uninterrupted, run_dir)
+    assert_same_model(uninterrupted, run_dir, "ppo.cleanrl_model")
+    file = run_dir / checkpoint.FILE
+    state = checkpoint.read(file)
+    assert state["finished"] and checkpoint_header(file)["finished"]
+    state["finished"] = False  # as the last iteration's checkpoint was, before the model was saved
+    checkpoint.write(state, file)
+    (run_dir / "ppo.cleanrl_model").unlink()
+    proc = run_script("ppo.py", "--resume", run_dir, cwd=tmp_path, env=env(), timeout=300)
+    assert f"resumed runs/{run_dir.name} at iteration 16," in proc.stdout
+    assert "model saved to" in proc.stdout and "eval_episode=9" in proc.stdout and "[" not in proc.stdout
+    assert_same_model(uninterrupted, run_dir, "ppo.cleanrl_model")
+    assert checkpoint_header(file)["finished"]
+
+
+def test_the_header_and_checkpoint_json_say_what_the_checkpoint_holds(cartpole, tmp_path):
+    """The benchmark runner reads the header of checkpoint.pt, written with it in one rename, so that the two
+    cannot disagree; checkpoint.json repeats it for people."""
+    run_dir = copy_stopped(cartpole, tmp_path)
+    state = checkpoint.read(run_dir / checkpoint.FILE)
+    header = checkpoint_header(run_dir / checkpoint.FILE)
+    assert header == {name: state[name] for name in checkpoint.HEADER}
+    assert header == json.loads((run_dir / checkpoint.STATE_FILE).read_text())
+    assert header["code"]["script_sha256"] == hashlib.sha256((SCRIPTS / "ppo.py").read_bytes()).hexdigest()
+    assert header["argv"] == [str(word) for word in (*CARTPOLE, "--save-model", "--checkpoint-every", "1")]
+
+
+def test_environment_state_is_stored_as_plain_data_and_put_back(tmp_path):
+    """to_data and from_data on what the environments hold: arrays, NumPy scalars, random generators, deques,
+    enums, plain objects (put back into the fresh one); a mismatch is BadCheckpoint, an unstorable value Unstorable."""
+    import collections
+
+    import gymnasium as gym
+
+    generator = np.random.default_rng(3)
+    generator.random(5)
+    legacy = np.random.RandomState(4)
+    legacy.random_sample()
+    value = {
+        "array": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "scalar": np.float64(2.5),
+        "deque": collections.deque([1, 2], maxlen=3),
+        "generator": generator,
+        "legacy": legacy,
+        "mode": gym.vector.AutoresetMode.SAME_STEP,
+        "nested": [(1, "a", None, b"\x00\xff"), {2, 3}],
+        "statistics": gym.wrappers.utils.RunningMeanStd(shape=(2,)),
+    }
+    value["statistics"].update(np.ones((3, 2)))
+    buffer = io.BytesIO()
+    torch.save(checkpoint.to_data(value), buffer)
+    buffer.seek(0)
+    data = torch.load(buffer, weights_only=True)
+    fresh = {"mode": gym.vector.AutoresetMode.NEXT_STEP, "statistics": gym.wrappers.utils.RunningMeanStd(shape=(2,))}
+    back = checkpoint.from_data(data, fresh)
+    assert back["array"].dtype == np.float32 and np.array_equal(back["array"], value["array"])
+    assert type(back["scalar"]) is np.float64 and back["scalar"] == 2.5
+    assert back["deque"] == value["deque"] and back["deque"].maxlen == 3
+    assert back["generator"].random() == generator.random() and back["legacy"].random_sample() == legacy.random_sample()
+    assert back["mode"] is gym.vector.AutoresetMode.SAME_STEP and back["nested"] == value["nested"]
+    assert back["statistics"] is fresh["statistics"] and np.array_equal(
+        back["statistics"].mean, value["statistics"].mean
+    )
+    with pytest.raises(checkpoint.BadCheckpoint, match="holds a RunningMeanStd where this build has nothing"):
+        checkpoint.from_data(data, {"mode": fresh["mode"]})
+    with pytest.raises(checkpoint.Unstorable):
+        checkpoint.to_data(lambda: None)
 
 
 # ---- ppo_continuous_action.py, MuJoCo -----------------------------------------------------------------------------

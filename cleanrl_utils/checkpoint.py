@@ -66,6 +66,7 @@ import abc
 import collections
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import inspect
@@ -245,6 +246,7 @@ PACKAGES = {
 ALWAYS = ("torch", "numpy", "gymnasium")
 
 
+@functools.cache  # looking a distribution up takes milliseconds; what is installed stays within a run
 def installed_version(module):
     """The installed version of the package of `module` (its distribution's, else the module's __version__), or
     None where it is not installed."""

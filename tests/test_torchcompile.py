@@ -1,0 +1,92 @@
+"""The compiled siblings: ppo_torchcompile.py, ppo_continuous_action_torchcompile.py and
+ppo_atari_envpool_torchcompile.py. Compiled kernels round otherwise than the eager ones, so a sibling cannot log its
+parent's numbers bit for bit; what it promises, and what is tested here:
+- on the first iteration (the parent's initial weights, the parent's rollout) every figure the update logs is the
+  parent's within a relative 1e-3 (plus 1e-6): the same losses, computed by other kernels;
+- the same seed on the same machine logs the same numbers (tests/test_scripts.py, which also runs each sibling's
+  smoke run, copy alone, bad input and replay as for every script);
+- a run killed and resumed logs bitwise what the run that never stopped logs, as its parent's does;
+- --no-compile runs the same program eagerly; --cudagraphs and a missing C++ compiler are one line and exit 2 here.
+How they learn over many seeds is a benchmark's question, not a test's (docs/ppo.md)."""
+
+import pytest
+from helpers import assert_user_error, only_run_dir, read_scalars, run_as_main, run_script, script_env
+from test_resume import env, resume_bitwise
+
+TINY = ("--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512")
+# the tiny runs of tests/test_scripts.py, so that the compiled kernels come from the compile cache they filled
+SIBLINGS = {
+    "ppo": ("--env-id", "CartPole-v1", *TINY),
+    "ppo_continuous_action": (
+        "--env-id",
+        "InvertedPendulum-v4",
+        "--num-steps",
+        "256",
+        "--total-timesteps",
+        "512",
+        "--update-epochs",
+        "2",
+    ),
+    "ppo_atari_envpool": ("--env-id", "Breakout-v5", *TINY),
+}
+RELATIVE = 1e-3
+ABSOLUTE = 1e-6
+
+
+def first_iteration(run_dir):
+    """{tag: value} at the first iteration's step, for every tag the iteration logs once (not the episodes)."""
+    scalars = read_scalars(run_dir)
+    first_step = min(step for step, _ in scalars["losses/value_loss"])
+    return {tag: dict(points)[first_step] for tag, points in scalars.items() if tag.startswith(("losses/", "charts/l"))}
+
+
+@pytest.mark.parametrize("parent", SIBLINGS)
+def test_the_first_iteration_logs_the_parents_figures(parent, tmp_path):
+    args = SIBLINGS[parent]
+    runs = {}
+    for name in (parent, f"{parent}_torchcompile"):
+        (tmp_path / name).mkdir()
+        run_script(f"{name}.py", *args, cwd=tmp_path / name, env=script_env())
+        runs[name] = only_run_dir(tmp_path / name)
+    theirs = first_iteration(runs[parent])
+    ours = first_iteration(runs[f"{parent}_torchcompile"])
+    assert ours.keys() == theirs.keys()
+    assert {"losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl"} <= ours.keys()
+    for tag, value in theirs.items():
+        assert abs(ours[tag] - value) <= RELATIVE * abs(value) + ABSOLUTE, (tag, ours[tag], value)
+    # the same rollout: the episodes that ended in the first iteration, with the same returns
+    first_step = min(step for step, _ in read_scalars(runs[parent])["losses/value_loss"])
+    parent_episodes = [p for p in read_scalars(runs[parent]).get("charts/episodic_return", []) if p[0] <= first_step]
+    sibling_scalars = read_scalars(runs[f"{parent}_torchcompile"])
+    assert parent_episodes == [p for p in sibling_scalars.get("charts/episodic_return", []) if p[0] <= first_step]
+
+
+def test_a_compiled_run_resumes_bitwise(tmp_path):
+    args = ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1536")
+    run_dir = resume_bitwise("ppo_torchcompile.py", args, tmp_path, model_file="ppo_torchcompile.cleanrl_model")
+    assert read_scalars(run_dir)["charts/compile_seconds"][-1][1] > 0, "the resumed run compiled again"
+
+
+def test_no_compile_runs_eagerly(tmp_path):
+    proc = run_script("ppo_torchcompile.py", *SIBLINGS["ppo"], "--no-compile", cwd=tmp_path, env=env())
+    assert "compiled in 0s" in proc.stdout
+    assert {value for _, value in read_scalars(only_run_dir(tmp_path))["charts/compile_seconds"]} == {0.0}
+
+
+@pytest.mark.parametrize("parent", SIBLINGS)
+@pytest.mark.parametrize(
+    ("args", "variables", "fragments"),
+    [
+        (["--cudagraphs", "--no-compile"], {}, ["--cudagraphs replays what torch.compile compiled"]),
+        (["--cudagraphs"], {}, ["--cudagraphs needs a CUDA GPU"]),
+        ([], {"CXX": "no-such-compiler"}, ["no-such-compiler is not found", "--no-compile"]),
+    ],
+    ids=["cudagraphs-without-compile", "cudagraphs-without-cuda", "no-compiler"],
+)
+def test_what_compiling_needs_is_one_line_and_exit_2(parent, args, variables, fragments, tmp_path, capfd, monkeypatch):
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    script = f"{parent}_torchcompile.py"
+    proc = run_as_main(script, *SIBLINGS[parent], *args, "--no-cuda", cwd=tmp_path, capfd=capfd)
+    assert_user_error(proc, f"{script}: error:", *fragments)
+    assert list(tmp_path.iterdir()) == [], "no work may start before the arguments are checked"

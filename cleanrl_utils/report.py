@@ -3,11 +3,19 @@
     python -m cleanrl_utils.report                                   # every run under runs/
     python -m cleanrl_utils.report --exp-names ppo --env-ids CartPole-v1 Acrobot-v1 --compare-reference
     python -m cleanrl_utils.report --metric charts/avg_episodic_return --output-dir benchmark/results/jax
+    python -m cleanrl_utils.report --compare ppo ppo_torchcompile    # do the two learn the same? (below)
 
 Run folders are named `{env_id}__{exp_name}__{seed}__{unix_time}`, relative to --runs-dir (an env id with a '/',
 such as dm_control/cartpole-balance-v0, puts the folder one level deeper). A run's score is the average of its
 last 100 values of --metric (its last 100 episodes); a table cell is the mean ± standard deviation of the scores
 across seeds, the standard deviation being numpy's default, the population one (ddof=0).
+
+--compare BASELINE CANDIDATE asks whether two variants learn the same, as rliable's authors recommend reporting
+it (Agarwal et al., 2021): for each environment the interquartile mean (IQM, the mean of the middle half) of each
+side's run scores with a 95% bootstrap confidence interval (runs resampled with replacement, percentile interval),
+the difference of the mean scores (candidate - baseline) with its 95% bootstrap interval, and a verdict: equivalent
+when that interval contains 0 and lies within ±--margin (10%) of the baseline's mean. It writes equivalence.md and
+the two curves, mean ± one std across seeds, in equivalence_steps.png.
 """
 
 import json
@@ -43,6 +51,13 @@ class Args:
     """draw the learning curves (needs matplotlib: requirements/requirements-plot.txt)"""
     include_unfinished: bool = False
     """also count runs that stopped (or are still running) before their --total-timesteps"""
+    compare: list[str] = field(default_factory=list)
+    """two variants, BASELINE CANDIDATE: test whether they learn the same instead of the table (see above)"""
+    margin: float = 0.1
+    """with --compare: the largest difference of means, as a fraction of the baseline's, that counts as the same"""
+    bootstrap_samples: int = 10000
+    """with --compare: resamples for the confidence intervals (drawn from a fixed seed: the same files, the same
+    intervals)"""
 
 
 @dataclass
@@ -242,6 +257,88 @@ def results_table(
     return markdown_table(header, rows) + "\n\n" + "\n".join(notes) + "\n"
 
 
+def iqm(scores: np.ndarray) -> np.ndarray:
+    """The interquartile mean along the last axis: the mean of the middle half, a quarter cut from each end (as
+    scipy.stats.trim_mean(scores, 0.25) cuts it)."""
+    ordered_scores = np.sort(scores, axis=-1)
+    cut = int(0.25 * scores.shape[-1])
+    return ordered_scores[..., cut : scores.shape[-1] - cut].mean(axis=-1)
+
+
+def resampled(scores: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """`samples` bootstrap resamples of the runs' scores, shape (samples, runs)."""
+    return scores[rng.integers(0, len(scores), size=(samples, len(scores)))]
+
+
+@dataclass
+class Equivalence:
+    baseline_iqm: tuple[float, float, float]
+    """the IQM and its 95% interval"""
+    candidate_iqm: tuple[float, float, float]
+    difference: tuple[float, float, float]
+    """mean(candidate) - mean(baseline) and its 95% interval"""
+    baseline_mean: float
+    seeds: tuple[int, int]
+    verdict: str
+
+
+def equivalence(baseline: np.ndarray, candidate: np.ndarray, margin: float, samples: int, seed: int = 0):
+    """Whether two groups of run scores are the same within `margin` x |mean(baseline)|, by bootstrap."""
+    rng = np.random.default_rng(seed)
+    base_samples = resampled(baseline, samples, rng)
+    cand_samples = resampled(candidate, samples, rng)
+
+    def with_interval(point, draws):
+        low, high = np.percentile(draws, [2.5, 97.5])
+        return float(point), float(low), float(high)
+
+    difference = with_interval(
+        candidate.mean() - baseline.mean(), cand_samples.mean(axis=1) - base_samples.mean(axis=1)
+    )
+    allowed = margin * abs(baseline.mean())
+    _, low, high = difference
+    if low > 0 or high < 0:
+        verdict = "different: the interval of the difference leaves out 0"
+    elif low >= -allowed and high <= allowed:
+        verdict = f"equivalent: the interval of the difference lies within ±{margin:.0%} of the baseline's mean"
+    else:
+        verdict = f"undecided: the interval of the difference contains 0 but reaches past ±{margin:.0%}; add seeds"
+    return Equivalence(
+        baseline_iqm=with_interval(iqm(baseline), iqm(base_samples)),
+        candidate_iqm=with_interval(iqm(candidate), iqm(cand_samples)),
+        difference=difference,
+        baseline_mean=float(baseline.mean()),
+        seeds=(len(baseline), len(candidate)),
+        verdict=verdict,
+    )
+
+
+def equivalence_table(results: dict[str, Equivalence], variants: list[str], margin: float, metric: str) -> str:
+    def cell(value):
+        return f"{value[0]:.2f} [{value[1]:.2f}, {value[2]:.2f}]"
+
+    baseline, candidate = variants
+    header = ["environment", f"{baseline} IQM", f"{candidate} IQM", "difference of means", "seeds", "verdict"]
+    rows = [
+        [
+            env_id,
+            cell(e.baseline_iqm),
+            cell(e.candidate_iqm),
+            cell(e.difference),
+            f"{e.seeds[0]} / {e.seeds[1]}",
+            e.verdict.split(":")[0],
+        ]
+        for env_id, e in results.items()
+    ]
+    notes = (
+        f"A run's score: its average `{metric}` over its last values (--last-episodes). IQM: the mean of the middle "
+        f"half of the scores, with its 95% bootstrap interval in brackets. Difference: mean({candidate}) - "
+        f"mean({baseline}), with its 95% bootstrap interval. Equivalent: that interval contains 0 and lies within "
+        f"±{margin:.0%} of {baseline}'s mean; different: it leaves out 0; undecided: neither (more seeds may decide)."
+    )
+    return markdown_table(header, rows) + "\n\n" + notes + "\n"
+
+
 def merge_repeats(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique x, with the mean of the y values logged at the same x (several episodes in one step)."""
     order = np.argsort(x, kind="stable")
@@ -363,6 +460,8 @@ def report(args: Args) -> list[Path]:
             raise UserError(
                 "the plots need matplotlib: pip install -r requirements/requirements-plot.txt, or pass --no-plots"
             ) from None
+    if args.compare:
+        return compare(args, runs_dir)
     groups = load_groups(runs_dir, args.exp_names, args.env_ids, args.metric, args.include_unfinished)
     env_ids = ordered(args.env_ids, {env_id for env_id, _ in groups}, "environment")
     variants = ordered(args.exp_names, {exp_name for _, exp_name in groups}, "variant")
@@ -379,6 +478,37 @@ def report(args: Args) -> list[Path]:
         for x_axis, name in (("steps", "curves_steps.png"), ("minutes", "curves_walltime.png")):
             plot_curves(groups, env_ids, variants, x_axis, args.metric, output_dir / name)
             written.append(output_dir / name)
+    return written
+
+
+def compare(args: Args, runs_dir: Path) -> list[Path]:
+    """--compare: the equivalence table and the curves of the two variants, for every environment both ran."""
+    if len(args.compare) != 2 or len(set(args.compare)) != 2:
+        raise UserError(f"--compare takes two different variants, BASELINE CANDIDATE; got {args.compare}")
+    if not 0 < args.margin < 1:
+        raise UserError(f"--margin must lie between 0 and 1 (a fraction of the baseline's mean), got {args.margin}")
+    if args.bootstrap_samples < 100:
+        raise UserError(f"--bootstrap-samples must be at least 100, got {args.bootstrap_samples}")
+    groups = load_groups(runs_dir, args.compare, args.env_ids, args.metric, args.include_unfinished)
+    both = {env_id for env_id, _ in groups if all((env_id, variant) in groups for variant in args.compare)}
+    if not both:
+        raise UserError(f"no environment under {runs_dir} has runs of both {args.compare[0]} and {args.compare[1]}")
+    env_ids = ordered(args.env_ids, both, "environment with runs of both")
+    results = {}
+    for env_id in env_ids:
+        scores = [
+            np.array([run_score(run.values, args.last_episodes) for run in groups[env_id, v]]) for v in args.compare
+        ]
+        results[env_id] = equivalence(*scores, args.margin, args.bootstrap_samples)
+    table = equivalence_table(results, args.compare, args.margin, args.metric)
+    print(table)
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written = [output_dir / "equivalence.md"]
+    written[0].write_text(table)
+    if args.plots:
+        written.append(output_dir / "equivalence_steps.png")
+        plot_curves(groups, env_ids, args.compare, "steps", args.metric, written[-1])
     return written
 
 

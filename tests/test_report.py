@@ -210,3 +210,76 @@ def test_only_unfinished_runs_is_a_user_error(tmp_path):
         writer.add_text("hyperparameters", hyperparameters_text(1000, 100))
     proc = report_cli("--runs-dir", "runs", "--output-dir", "out", cwd=tmp_path)
     assert_user_error(proc, "report: error:", "all 1 runs under runs that log 'charts/episodic_return' are unfinished")
+
+
+# ---- --compare: do two variants learn the same? ------------------------------------------------------------------
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    scores = np.array([100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -50.0])  # a quarter (2 of 8) cut from each end
+    assert report.iqm(scores) == pytest.approx(3.5)
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(3)
+    for size in (4, 5, 10, 13):
+        sample = rng.normal(size=size)
+        assert report.iqm(sample) == pytest.approx(trim_mean(sample, 0.25))
+
+
+@pytest.mark.parametrize(
+    ("shift", "verdict"),
+    [(0.0, "equivalent"), (30.0, "different"), (None, "undecided")],
+    ids=["same", "shifted", "too-noisy"],
+)
+def test_the_verdict_follows_the_interval_of_the_difference(shift, verdict):
+    rng = np.random.default_rng(0)
+    baseline = 500.0 + rng.normal(scale=5.0, size=10)
+    if shift is None:  # as likely above as below, but too spread for 10% of the baseline's mean
+        candidate = 500.0 + rng.normal(scale=400.0, size=10)
+        candidate += baseline.mean() - candidate.mean()
+    else:
+        candidate = baseline[::-1] + shift
+    result = report.equivalence(baseline, candidate, margin=0.1, samples=2000)
+    assert result.verdict.startswith(verdict)
+    difference, low, high = result.difference
+    assert low <= difference <= high
+    assert difference == pytest.approx(candidate.mean() - baseline.mean())
+    iqm, low, high = result.baseline_iqm
+    assert low <= iqm <= high and iqm == pytest.approx(report.iqm(baseline))
+    # the same scores give the same intervals: the resamples are drawn from a fixed seed
+    assert report.equivalence(baseline, candidate, margin=0.1, samples=2000) == result
+
+
+def test_compare_writes_the_table_and_the_curves(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for seed in range(1, 6):
+        write_run(runs, f"CartPole-v1__ppo__{seed}__100", [400.0 + seed] * 20).close()
+        write_run(runs, f"CartPole-v1__ppo_torchcompile__{seed}__100", [401.0 + seed] * 20).close()
+        write_run(runs, f"Acrobot-v1__ppo__{seed}__100", [-80.0 - seed] * 20).close()  # no candidate runs here
+    args = ["--runs-dir", str(runs), "--compare", "ppo", "ppo_torchcompile", "--output-dir", str(tmp_path / "out")]
+    assert report.main(args) == 0
+    cells = table_cells((tmp_path / "out" / "equivalence.md").read_text())
+    assert list(cells) == ["CartPole-v1"], "only the environments both variants ran"
+    row = cells["CartPole-v1"]
+    assert row["ppo IQM"].startswith("403.00 [") and row["ppo_torchcompile IQM"].startswith("404.00 [")
+    assert row["difference of means"].startswith("1.00 [") and row["seeds"] == "5 / 5"
+    assert row["verdict"] == "equivalent"
+    assert (tmp_path / "out" / "equivalence_steps.png").stat().st_size > 1000
+    assert "equivalence.md" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--compare", "ppo"], "--compare takes two different variants"),
+        (["--compare", "ppo", "ppo"], "--compare takes two different variants"),
+        (["--compare", "ppo", "ppo_torchcompile", "--margin", "0"], "--margin must lie between 0 and 1"),
+        (["--compare", "ppo", "other"], "no environment under runs has runs of both ppo and other"),
+    ],
+)
+def test_bad_compare_is_one_line_and_exit_2(tmp_path, args, fragment):
+    write_run(tmp_path / "runs", "CartPole-v1__ppo__1__100", [1.0]).close()
+    write_run(tmp_path / "runs", "Acrobot-v1__other__1__100", [1.0]).close()
+    proc = report_cli("--runs-dir", "runs", *args, "--output-dir", "out", cwd=tmp_path)
+    assert_user_error(proc, "report: error:", fragment)
+    assert not (tmp_path / "out").exists()

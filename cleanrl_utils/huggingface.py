@@ -71,7 +71,9 @@ The weights are `{args.exp_name}.cleanrl_model` ({weights}).
 def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir, script_path, weights=TORCH_WEIGHTS):
     """Writes what the Hub repository holds into `folder`; returns the files' paths relative to it."""
     folder = Path(folder)
-    shutil.copytree(run_dir, folder, dirs_exist_ok=True)
+    # not the lock a running process holds on the run folder, nor a checkpoint being written (checkpoint.py)
+    private = shutil.ignore_patterns("run.lock", ".checkpoint.pt.*.tmp")
+    shutil.copytree(run_dir, folder, dirs_exist_ok=True, ignore=private)
     shutil.copy(script_path, folder / f"{args.exp_name}.py")
     videos = sorted(Path(video_dir).glob("*.mp4"), key=os.path.getmtime) if Path(video_dir).is_dir() else []
     if videos:

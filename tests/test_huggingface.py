@@ -26,6 +26,8 @@ def finished_run(tmp_path, videos=("rl-video-episode-0.mp4", "rl-video-episode-8
     run_dir.mkdir(parents=True), video_dir.mkdir(parents=True)
     (run_dir / "events.out.tfevents.1.host").write_bytes(b"events")
     (run_dir / "ppo.cleanrl_model").write_bytes(b"weights")
+    (run_dir / "run.lock").write_bytes(b"")  # held by the process writing the run: not for the Hub
+    (run_dir / ".checkpoint.pt.0123abcd.tmp").write_bytes(b"half a checkpoint")
     for mtime, name in enumerate(videos, start=1_000_000):
         (video_dir / name).write_bytes(name.encode())
         os.utime(video_dir / name, (mtime, mtime))

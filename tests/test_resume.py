@@ -601,10 +601,19 @@ LEARNER_EXACT = [
         "Breakout-v5",
         "AtariGymnasiumEnvPool's environments",
     ),
+    # its compiled sibling resumes as its parent does
+    (
+        "ppo_atari_envpool_torchcompile.py",
+        ("--env-id", "Breakout-v5", "--num-envs", "2"),
+        "Breakout-v5",
+        "AtariGymnasiumEnvPool's environments",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("script", "args", "env_id", "lost"), LEARNER_EXACT, ids=["box2d", "envpool"])
+@pytest.mark.parametrize(
+    ("script", "args", "env_id", "lost"), LEARNER_EXACT, ids=["box2d", "envpool", "envpool-compiled"]
+)
 def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_saved(
     tmp_path, script, args, env_id, lost
 ):
@@ -617,7 +626,7 @@ def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_s
     proc = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=env())
     notice = [line for line in proc.stdout.splitlines() if "the environments restart" in line]
     # EnvPool accepts a seed in reset and ignores it: its games are seeded only when made, with --seed
-    how = "EnvPool seeds them only when made: with --seed" if script == "ppo_atari_envpool.py" else None
+    how = "EnvPool seeds them only when made: with --seed" if script.startswith("ppo_atari_envpool") else None
     how = how or f"seeded with --seed and the iteration, {1 + 2 * iteration}"
     assert notice == [
         f"{script}: {env_id}'s state cannot be saved ({lost}): the environments restart ({how}); "

@@ -61,9 +61,26 @@ def test_the_first_iteration_logs_the_parents_figures(parent, tmp_path):
     assert parent_episodes == [p for p in sibling_scalars.get("charts/episodic_return", []) if p[0] <= first_step]
 
 
-def test_a_compiled_run_resumes_bitwise(tmp_path):
-    args = ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1536")
-    run_dir = resume_bitwise("ppo_torchcompile.py", args, tmp_path, model_file="ppo_torchcompile.cleanrl_model")
+# four iterations of the tiny runs' shapes (the EnvPool sibling resumes learner-exact, as its parent: test_resume.py)
+RESUMED = {
+    "ppo": ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024"),
+    "ppo_continuous_action": (
+        "--env-id",
+        "InvertedPendulum-v4",
+        "--num-steps",
+        "256",
+        "--total-timesteps",
+        "1024",
+        "--update-epochs",
+        "2",
+    ),
+}
+
+
+@pytest.mark.parametrize("parent", RESUMED)
+def test_a_compiled_run_resumes_bitwise(parent, tmp_path):
+    script = f"{parent}_torchcompile"
+    run_dir = resume_bitwise(f"{script}.py", RESUMED[parent], tmp_path, model_file=f"{script}.cleanrl_model")
     assert read_scalars(run_dir)["charts/compile_seconds"][-1][1] > 0, "the resumed run compiled again"
 
 

@@ -380,8 +380,8 @@ if __name__ == "__main__":
     # the learning rate as a tensor, changed in place: a compiled Adam step then reads it instead of being
     # compiled anew for every value that --anneal-lr gives it
     optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5)
+    torch._logging.set_logs(dynamo=logging.ERROR)  # torch.compile's notes on what it leaves out: not for the user
     policy_step = agent.get_action_and_value
-    torch._logging.set_logs(dynamo=logging.ERROR)  # not its notes on what it leaves out of the graphs
     if args.compile:  # compiled on their first calls, in the first iteration
         policy_step = Compiled(agent.get_action_and_value, args.cudagraphs)
         estimate_advantages = Compiled(estimate_advantages, False)

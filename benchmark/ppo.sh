@@ -168,7 +168,23 @@ python -m cleanrl_utils.benchmark \
 # --8<-- [end:microrts]
 }
 
-blocks=(classic box2d continuous atari envpool jax isaacgym procgen pettingzoo microrts)
+torchcompile() {
+# --8<-- [start:torchcompile]
+# Does the compiled sibling learn what its parent learns? Both on the same seeds, then the comparison (IQMs, the
+# difference of the means with its bootstrap interval, the verdict) in benchmark/results/torchcompile/.
+for script in ppo ppo_torchcompile; do
+    python -m cleanrl_utils.benchmark \
+        --env-ids CartPole-v1 Acrobot-v1 \
+        --command "python cleanrl/$script.py --no-cuda" \
+        --num-seeds 10 \
+        --workers 1 \
+        --threads-per-run 1
+done
+python -m cleanrl_utils.report --compare ppo ppo_torchcompile --output-dir benchmark/results/torchcompile
+# --8<-- [end:torchcompile]
+}
+
+blocks=(classic box2d continuous atari envpool jax isaacgym procgen pettingzoo microrts torchcompile)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

@@ -35,7 +35,13 @@ from helpers import (
 
 RECORDS = sorted(CONFORMANCE.glob("*.json"))
 # the variants with a reference script; Isaac Gym's cannot run here (no Isaac Gym, no NVIDIA GPU)
-VARIANTS = sorted(p.stem for p in SCRIPTS.glob("ppo*.py") if p.stem != "ppo_continuous_action_isaacgym")
+# every script with a reference script to compare with: not Isaac Gym's (never run with Isaac Gym here), not the
+# compiled siblings (no reference; they promise their parent's learning, not its numbers: test_torchcompile.py)
+VARIANTS = sorted(
+    p.stem
+    for p in SCRIPTS.glob("ppo*.py")
+    if p.stem != "ppo_continuous_action_isaacgym" and not p.stem.endswith("_torchcompile")
+)
 # the kernel settings that round like an AVX2-only CPU (CONVENTIONS §6), set before pytest starts like the pinned ones
 AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 LOSSES = ("losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl")

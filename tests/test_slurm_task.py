@@ -82,14 +82,18 @@ def test_a_run_without_checkpoints_is_not_held(tmp_path):
         ((75, 75), 75, "benchmark: torchrun's processes stopped after their checkpoint (exit status 75)\n"),
         ((0, 0), 0, ""),
         ((3, 3), 1, "benchmark: torchrun's processes failed (exit status 3)\n"),
+        # rank 1 is still running when rank 0 stops: torchrun ends it with SIGTERM (seen in a real-Slurm test)
+        ((75, None), 75, "benchmark: torchrun's processes stopped after their checkpoint (exit status 75)\n"),
+        ((3, None), 1, "benchmark: torchrun's processes failed (exit status -15, 3)\n"),
     ],
-    ids=["stopped", "finished", "failed"],
+    ids=["stopped", "finished", "failed", "stopped-and-ended-by-torchrun", "failed-and-ended-by-torchrun"],
 )
 def test_a_torchrun_command_exits_with_what_its_processes_mean(tmp_path, statuses, returncode, said):
     """torchrun exits with 1 whatever status its processes failed with; the runner runs torchrun itself and reads
     their statuses: 75 where those that ended stopped after their checkpoint (the template requeues the task then),
     1 where any failed otherwise. Here each process exits with the status of its rank at once."""
-    (tmp_path / "ends.py").write_text(f"import os, sys\nsys.exit({list(statuses)}[int(os.environ['RANK'])])\n")
+    ends = f"import os, sys, time\nstatus = {list(statuses)}[int(os.environ['RANK'])]\n"
+    (tmp_path / "ends.py").write_text(ends + "if status is None:\n    time.sleep(120)\nsys.exit(status)\n")
     command = f"torchrun --standalone --nnodes=1 --nproc_per_node=2 {tmp_path / 'ends.py'} --env-id A-v0 --seed 1"
     proc = run_one(command, tmp_path)
     out, err = proc.communicate(timeout=120)

@@ -470,12 +470,19 @@ def report(args: Args) -> list[Path]:
     table = results_table(summaries, env_ids, variants, args.metric, args.last_episodes, reference)
     print(table)
 
+    curves = (("steps", "curves_steps.png"), ("minutes", "curves_walltime.png"))
+    return write_outputs(args, "table.md", table, groups, env_ids, variants, curves)
+
+
+def write_outputs(args: Args, table_name: str, table: str, groups, env_ids, variants, curves) -> list[Path]:
+    """Writes `table` as `table_name` into --output-dir and, with --plots, one plot per (x axis, file name) of
+    `curves`; returns the files written."""
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    written = [output_dir / "table.md"]
+    written = [output_dir / table_name]
     written[0].write_text(table)
     if args.plots:
-        for x_axis, name in (("steps", "curves_steps.png"), ("minutes", "curves_walltime.png")):
+        for x_axis, name in curves:
             plot_curves(groups, env_ids, variants, x_axis, args.metric, output_dir / name)
             written.append(output_dir / name)
     return written
@@ -495,21 +502,15 @@ def compare(args: Args, runs_dir: Path) -> list[Path]:
         raise UserError(f"no environment under {runs_dir} has runs of both {args.compare[0]} and {args.compare[1]}")
     env_ids = ordered(args.env_ids, both, "environment with runs of both")
     results = {}
+    baseline, candidate = args.compare
     for env_id in env_ids:
-        scores = [
-            np.array([run_score(run.values, args.last_episodes) for run in groups[env_id, v]]) for v in args.compare
-        ]
-        results[env_id] = equivalence(*scores, args.margin, args.bootstrap_samples)
+        baseline_scores = np.array([run_score(run.values, args.last_episodes) for run in groups[env_id, baseline]])
+        candidate_scores = np.array([run_score(run.values, args.last_episodes) for run in groups[env_id, candidate]])
+        results[env_id] = equivalence(baseline_scores, candidate_scores, args.margin, args.bootstrap_samples)
     table = equivalence_table(results, args.compare, args.margin, args.metric)
     print(table)
-    output_dir = Path(args.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    written = [output_dir / "equivalence.md"]
-    written[0].write_text(table)
-    if args.plots:
-        written.append(output_dir / "equivalence_steps.png")
-        plot_curves(groups, env_ids, args.compare, "steps", args.metric, written[-1])
-    return written
+    curves = (("steps", "equivalence_steps.png"),)
+    return write_outputs(args, "equivalence.md", table, groups, env_ids, args.compare, curves)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,19 +14,11 @@ from helpers import assert_user_error, only_run_dir, read_scalars, run_as_main, 
 from test_resume import env, resume_bitwise
 
 TINY = ("--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512")
+CONTINUOUS = ("--env-id", "InvertedPendulum-v4", "--num-steps", "256", "--update-epochs", "2")
 # the tiny runs of tests/test_scripts.py, so that the compiled kernels come from the compile cache they filled
 SIBLINGS = {
     "ppo": ("--env-id", "CartPole-v1", *TINY),
-    "ppo_continuous_action": (
-        "--env-id",
-        "InvertedPendulum-v4",
-        "--num-steps",
-        "256",
-        "--total-timesteps",
-        "512",
-        "--update-epochs",
-        "2",
-    ),
+    "ppo_continuous_action": (*CONTINUOUS, "--total-timesteps", "512"),
     "ppo_atari_envpool": ("--env-id", "Breakout-v5", *TINY),
 }
 RELATIVE = 1e-3
@@ -64,16 +56,7 @@ def test_the_first_iteration_logs_the_parents_figures(parent, tmp_path):
 # four iterations of the tiny runs' shapes (the EnvPool sibling resumes learner-exact, as its parent: test_resume.py)
 RESUMED = {
     "ppo": ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024"),
-    "ppo_continuous_action": (
-        "--env-id",
-        "InvertedPendulum-v4",
-        "--num-steps",
-        "256",
-        "--total-timesteps",
-        "1024",
-        "--update-epochs",
-        "2",
-    ),
+    "ppo_continuous_action": (*CONTINUOUS, "--total-timesteps", "1024"),
 }
 
 

@@ -181,6 +181,17 @@ for script in ppo ppo_torchcompile; do
         --threads-per-run 1
 done
 python -m cleanrl_utils.report --compare ppo ppo_torchcompile --output-dir benchmark/results/torchcompile
+# The continuous sibling, at the parent's default budget of 1M steps, 5 seeds.
+for script in ppo_continuous_action ppo_continuous_action_torchcompile; do
+    python -m cleanrl_utils.benchmark \
+        --env-ids HalfCheetah-v4 Hopper-v4 \
+        --command "python cleanrl/$script.py --no-cuda" \
+        --num-seeds 5 \
+        --workers 2 \
+        --threads-per-run 1
+done
+python -m cleanrl_utils.report --compare ppo_continuous_action ppo_continuous_action_torchcompile \
+    --output-dir benchmark/results/torchcompile_continuous
 # --8<-- [end:torchcompile]
 }
 

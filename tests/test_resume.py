@@ -601,10 +601,10 @@ LEARNER_EXACT = [
         "Breakout-v5",
         "AtariGymnasiumEnvPool's environments",
     ),
-    # its compiled sibling resumes as its parent does
+    # its compiled sibling resumes as its parent does (in the rollout length of its other tests: test_scripts.py)
     (
         "ppo_atari_envpool_torchcompile.py",
-        ("--env-id", "Breakout-v5", "--num-envs", "2"),
+        ("--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "64"),
         "Breakout-v5",
         "AtariGymnasiumEnvPool's environments",
     ),
@@ -619,7 +619,8 @@ def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_s
 ):
     """The checkpoint holds no environment state; the resumed run says so in one line, restarts the environments
     seeded from the seed and the iteration, goes on with the learner as it was, and logs nothing twice."""
-    args = (*args, "--num-steps", "128", "--total-timesteps", str(2 * 128 * 6))
+    num_steps = int(args[args.index("--num-steps") + 1]) if "--num-steps" in args else 128
+    args = (*args, "--num-steps", str(num_steps), "--total-timesteps", str(2 * num_steps * 6))
     run_dir, iteration = killed_after_second_checkpoint(script, args, tmp_path)
     state = checkpoint.read(run_dir / checkpoint.FILE)
     assert state["envs"] is None and state["envs_lost"] == f"{env_id}'s state cannot be saved ({lost})"
@@ -636,7 +637,7 @@ def test_the_learner_resumes_and_the_environments_restart_where_they_cannot_be_s
     for tag, points in scalars.items():
         assert [step for step, _ in points] == sorted(step for step, _ in points), tag
     for tag in ("charts/learning_rate", "losses/value_loss", "charts/SPS"):  # once per iteration
-        assert [step for step, _ in scalars[tag]] == [256 * (i + 1) for i in range(6)], tag
+        assert [step for step, _ in scalars[tag]] == [2 * num_steps * (i + 1) for i in range(6)], tag
     rates = [rate for _, rate in scalars["charts/learning_rate"]]
     assert rates == sorted(rates, reverse=True) and len(set(rates)) == 6  # the annealing went on from the checkpoint
 

@@ -70,12 +70,18 @@ class Script:
 TINY = ("--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512")
 # the unrolled JAX rollout is compiled whole, so its length sets the compilation's time: a short one
 JAX_TINY = ("--num-envs", "2", "--num-steps", "16", "--total-timesteps", "512")
-# the compiled siblings log their compile time too; the same tiny runs as their parents', whose kernels each compile
+# the compiled siblings log their compile time too
 COMPILED_METRICS = frozenset(COMMON_METRICS | {"charts/compile_seconds"})
+# torch.compile unrolls GAE's loop over the steps, so the rollout's length sets most of the compile time (on a cold
+# cache, 26 s for 32 steps against 43 s for 128, ppo_torchcompile alone on this 2-core machine): shorter rollouts
+# than the parents', still ending episodes. Every test of a sibling runs these shapes (test_torchcompile.py,
+# test_resume.py), so that after the first compile the kernels come from the compile cache.
+COMPILED_TINY = ("--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128")
+ENVPOOL_COMPILED_TINY = ("--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512")  # whole games end
 CONTINUOUS_TINY = ("--num-steps", "256", "--total-timesteps", "512", "--update-epochs", "2")
 TABLE = [
     Script("ppo", "CartPole-v1", TINY, (256, 512), "NoSuchGame-v0"),
-    Script("ppo_torchcompile", "CartPole-v1", TINY, (256, 512), "NoSuchGame-v0", metrics=COMPILED_METRICS),
+    Script("ppo_torchcompile", "CartPole-v1", COMPILED_TINY, (64, 128), "NoSuchGame-v0", metrics=COMPILED_METRICS),
     Script("ppo_atari", "BreakoutNoFrameskip-v4", TINY, (256, 512), "NoSuchGameNoFrameskip-v4"),
     Script(
         "ppo_atari_lstm",
@@ -94,7 +100,12 @@ TABLE = [
     ),
     Script("ppo_atari_envpool", "Breakout-v5", TINY, (256, 512), "NoSuchGame-v5"),
     Script(
-        "ppo_atari_envpool_torchcompile", "Breakout-v5", TINY, (256, 512), "NoSuchGame-v5", metrics=COMPILED_METRICS
+        "ppo_atari_envpool_torchcompile",
+        "Breakout-v5",
+        ENVPOOL_COMPILED_TINY,
+        (128, 256, 384, 512),
+        "NoSuchGame-v5",
+        metrics=COMPILED_METRICS,
     ),
     *[
         Script(

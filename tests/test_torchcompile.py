@@ -12,15 +12,10 @@ How they learn over many seeds is a benchmark's question, not a test's (docs/ppo
 import pytest
 from helpers import assert_user_error, only_run_dir, read_scalars, run_as_main, run_script, script_env
 from test_resume import env, resume_bitwise
+from test_scripts import TABLE
 
-TINY = ("--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512")
-CONTINUOUS = ("--env-id", "InvertedPendulum-v4", "--num-steps", "256", "--update-epochs", "2")
-# the tiny runs of tests/test_scripts.py, so that the compiled kernels come from the compile cache they filled
-SIBLINGS = {
-    "ppo": ("--env-id", "CartPole-v1", *TINY),
-    "ppo_continuous_action": (*CONTINUOUS, "--total-timesteps", "512"),
-    "ppo_atari_envpool": ("--env-id", "Breakout-v5", *TINY),
-}
+# the siblings' tiny runs of tests/test_scripts.py, so that the compiled kernels come from the compile cache they filled
+SIBLINGS = {script.name.removesuffix("_torchcompile"): script.args for script in TABLE if "torchcompile" in script.name}
 RELATIVE = 1e-3
 ABSOLUTE = 1e-6
 
@@ -53,10 +48,10 @@ def test_the_first_iteration_logs_the_parents_figures(parent, tmp_path):
     assert parent_episodes == [p for p in sibling_scalars.get("charts/episodic_return", []) if p[0] <= first_step]
 
 
-# four iterations of the tiny runs' shapes (the EnvPool sibling resumes learner-exact, as its parent: test_resume.py)
+# the tiny runs' shapes, over more iterations (the EnvPool sibling resumes learner-exact, as its parent: test_resume.py)
 RESUMED = {
-    "ppo": ("--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024"),
-    "ppo_continuous_action": (*CONTINUOUS, "--total-timesteps", "1024"),
+    "ppo": (*SIBLINGS["ppo"], "--total-timesteps", "1024"),
+    "ppo_continuous_action": (*SIBLINGS["ppo_continuous_action"], "--total-timesteps", "1024"),
 }
 
 

@@ -562,23 +562,26 @@ if __name__ == "__main__":
         # The iteration's figures, from its last minibatch (the KL, the losses, the clip fraction), and the mean over
         # the environments of the return and length of their last finished games.
         sps = int(global_step / (time.time() - start_time))
-        figures = {
-            "charts/avg_episodic_return": np.mean(jax.device_get(episode_stats.returned_episode_returns)),
-            "charts/avg_episodic_length": np.mean(jax.device_get(episode_stats.returned_episode_lengths)),
-            "charts/learning_rate": agent_state.opt_state[1].hyperparams["learning_rate"].item(),
-            "losses/value_loss": value_loss.item(),
-            "losses/policy_loss": policy_loss.item(),
-            "losses/entropy": entropy_bonus.item(),
-            "losses/old_approx_kl": old_approx_kl.item(),
-            "losses/approx_kl": approx_kl.item(),
-            "losses/clipfrac": clip_fraction.item(),
-            "losses/explained_variance": explained_var,
-            "losses/loss": loss.item(),
-            "charts/SPS": sps,
-            "charts/SPS_update": int(args.batch_size / (time.time() - iteration_start)),  # this iteration's
-        }
-        for tag, figure in figures.items():
-            writer.add_scalar(tag, figure, global_step)
+        writer.add_scalar(
+            "charts/avg_episodic_return", np.mean(jax.device_get(episode_stats.returned_episode_returns)), global_step
+        )
+        writer.add_scalar(
+            "charts/avg_episodic_length", np.mean(jax.device_get(episode_stats.returned_episode_lengths)), global_step
+        )
+        writer.add_scalar(
+            "charts/learning_rate", agent_state.opt_state[1].hyperparams["learning_rate"].item(), global_step
+        )
+        writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_bonus.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", clip_fraction.item(), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("losses/loss", loss.item(), global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        update_sps = int(args.batch_size / (time.time() - iteration_start))  # this iteration's alone
+        writer.add_scalar("charts/SPS_update", update_sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
             last_print = time.time()
             left = int((args.total_timesteps - global_step) / max(sps, 1))

@@ -434,19 +434,15 @@ if __name__ == "__main__":
 
         # The iteration's figures, from its last minibatch (the KL, the losses) or from all of them (clip fraction).
         sps = int(global_step / (time.time() - start_time))
-        figures = {
-            "charts/learning_rate": optimizer.param_groups[0]["lr"],
-            "losses/value_loss": value_loss.item(),
-            "losses/policy_loss": policy_loss.item(),
-            "losses/entropy": entropy_bonus.item(),
-            "losses/old_approx_kl": old_approx_kl.item(),
-            "losses/approx_kl": approx_kl.item(),
-            "losses/clipfrac": np.mean(clip_fractions),
-            "losses/explained_variance": explained_var,
-            "charts/SPS": sps,
-        }
-        for tag, figure in figures.items():
-            writer.add_scalar(tag, figure, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_bonus.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clip_fractions), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
             last_print = time.time()
             left = int((args.total_timesteps - global_step) / max(sps, 1))

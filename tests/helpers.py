@@ -8,6 +8,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -194,12 +195,20 @@ def assert_same_scalars(run_a, run_b, ignore=("charts/SPS",)):
             assert first[tag] == second[tag], tag
 
 
+def torchrun_env(env, folder):
+    """`env` with `folder` as the temporary folder: torchrun leaves a torchelastic_* folder (its workers' logs) in the
+    temporary folder at every start, ended well or killed, and the suite must leave the machine's /tmp as it was."""
+    return {**env, "TMPDIR": str(folder)}
+
+
 def run_torchrun(script, nproc, *args, cwd, timeout=600, check=True, env=None):
     """Runs `script` (a path, or a name in cleanrl/) in `nproc` processes on this machine, as
     `torchrun --standalone --nnodes=1 --nproc_per_node=N` would."""
     path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}"]
-    return run_python(*launcher, path, *args, cwd=cwd, timeout=timeout, check=check, env=env)
+    with tempfile.TemporaryDirectory(prefix="torchrun-") as folder:
+        env = torchrun_env(env or script_env(), folder)
+        return run_python(*launcher, path, *args, cwd=cwd, timeout=timeout, check=check, env=env)
 
 
 class FakeAtariGame(gym.Env):

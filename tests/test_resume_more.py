@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import test_resume
 import torch
-from helpers import ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, script_env
+from helpers import ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, script_env, torchrun_env
 from test_resume import assert_same_run, env, tensors, tree
 
 from cleanrl_utils import checkpoint
@@ -108,7 +108,8 @@ def test_two_processes_resume_bitwise(tmp_path):
     part; the learner, the same in every process, from checkpoint.pt. A kill of the whole torchrun group leaves
     checkpoint.pt naming an iteration whose parts are all on disk; the resumed run's scalars, its learner and rank 1's
     state at the end are the uninterrupted run's, bit for bit."""
-    environment = env()
+    (tmp_path / "tmp").mkdir()
+    environment = torchrun_env(env(), tmp_path / "tmp")
     command = [sys.executable, *TORCHRUN, str(SCRIPTS / "ppo_atari_multigpu.py"), *MULTIGPU]
     (tmp_path / "uninterrupted").mkdir()
     (tmp_path / "stopped").mkdir()

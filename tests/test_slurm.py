@@ -14,12 +14,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, run_torchrun, script_env
+from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, run_torchrun, script_env, torchrun_env
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
 SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
@@ -161,7 +162,8 @@ def test_a_second_cluster_starts_and_stops_alone(slurm, tmp_path, tmp_path_facto
 def submit(*args, cwd):
     """Runs the benchmark with the template; returns the array job's id."""
     command = [sys.executable, "-m", "cleanrl_utils.benchmark", "--slurm-template-path", str(TEMPLATE), *args]
-    env = script_env(PYTHONPATH=str(ROOT))
+    temporary = Path(tempfile.mkdtemp(prefix="tmp-", dir=cwd.parent))  # pytest's, as are the test's folders
+    env = torchrun_env(script_env(PYTHONPATH=str(ROOT)), temporary)
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)

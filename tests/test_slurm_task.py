@@ -6,11 +6,12 @@ tests/test_slurm.py shows both on a real cluster."""
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SCRIPTS, script_env
+from helpers import ROOT, SCRIPTS, script_env, torchrun_env
 
 # 4 iterations of 512 steps
 PPO_RUN = "--no-cuda --total-timesteps 2048 --num-envs 4 --num-steps 128 --env-id CartPole-v1 --seed 1"
@@ -21,7 +22,7 @@ def run_one(command, cwd, *runner_flags):
     return subprocess.Popen(
         [sys.executable, "-m", "cleanrl_utils.benchmark", *runner_flags, "--run-one", command],
         cwd=cwd,
-        env=script_env(PYTHONPATH=str(ROOT)),
+        env=torchrun_env(script_env(PYTHONPATH=str(ROOT)), tempfile.mkdtemp(prefix="tmp-", dir=Path(cwd).parent)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -93,7 +93,7 @@ from cleanrl_utils.scripts import CHECKPOINT_MAGIC, OPERATIONAL, error_line
 
 FILE = "checkpoint.pt"
 LOCK_FILE = "run.lock"  # held by the process that writes the run's checkpoints
-STATE_FILE = "checkpoint.json"  # what the benchmark runner reads: the flags, the iteration reached, the iterations
+STATE_FILE = "checkpoint.json"  # the header again, for people, written after checkpoint.pt (a kill may fall between)
 STOPPED = 75  # the exit status after a stop asked by a signal: EX_TEMPFAIL, "try again"
 MAGIC = CHECKPOINT_MAGIC  # the first line; the header, a line of JSON, follows
 # what the header holds of a checkpoint: what finds a run again, how far it got, and the code that made it

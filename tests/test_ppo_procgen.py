@@ -198,6 +198,9 @@ def test_finished_episodes_reads_the_vector_statistics():
     assert ppo_procgen.finished_episodes({}) == []
 
 
+# in a process of its own: once, in the suite, the worker running it crashed (a segfault while Python collected
+# garbage as the video recorder stopped), after other tests had made and closed procgen games in that process
+@pytest.mark.own_process
 def test_capture_video_records_the_episodes_of_game_0(tmp_path, monkeypatch):
     import imageio.v3 as iio
 

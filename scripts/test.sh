@@ -13,7 +13,9 @@ echo "== ruff format --check"
 echo "== ruff check"
 .venv/bin/ruff check .
 echo "== mkdocs build --strict"
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+site="$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+rm -rf "$site"  # built only to see that it builds
 echo "== pytest"
 # In parallel, on as many workers as the machine has cores (pytest-xdist); tests that share a made fixture or start
 # processes of their own are kept together (tests/grouping.py). `-n 0` after these runs everything in this process,

@@ -344,10 +344,13 @@ def test_checkpoints_without_cleanrl_utils_say_what_to_install(tmp_path):
 
 def test_track_resumes_the_same_wandb_run(tmp_path):
     tracked = (*CARTPOLE, "--track", "--wandb-project-name", "cleanrl-test")
-    run_dir, _ = killed_after_second_checkpoint("ppo.py", tracked, tmp_path)
+    # wandb stages media and artifacts in temporary folders that a killed run leaves behind: here, not in /tmp
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    run_dir, _ = killed_after_second_checkpoint("ppo.py", tracked, tmp_path, env(TMPDIR=str(temporary)))
     run_id = checkpoint.read(run_dir / checkpoint.FILE)["wandb_id"]
     assert run_id
-    run_script("ppo.py", *tracked, "--resume", run_dir, cwd=tmp_path, env=env())
+    run_script("ppo.py", *tracked, "--resume", run_dir, cwd=tmp_path, env=env(TMPDIR=str(temporary)))
     offline_runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 2 and all(run.name.endswith(f"-{run_id}") for run in offline_runs)
 

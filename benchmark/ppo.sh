@@ -192,6 +192,18 @@ for script in ppo_continuous_action ppo_continuous_action_torchcompile; do
 done
 python -m cleanrl_utils.report --compare ppo_continuous_action ppo_continuous_action_torchcompile \
     --output-dir benchmark/results/torchcompile_continuous
+# The EnvPool sibling on Breakout, 2M steps, 5 seeds: what a 2-core CPU can run in a day. On a GPU, leave out
+# --no-cuda and --total-timesteps for the parent's 10M steps.
+for script in ppo_atari_envpool ppo_atari_envpool_torchcompile; do
+    python -m cleanrl_utils.benchmark \
+        --env-ids Breakout-v5 \
+        --command "python cleanrl/$script.py --no-cuda --total-timesteps 2000000" \
+        --num-seeds 5 \
+        --workers 2 \
+        --threads-per-run 1
+done
+python -m cleanrl_utils.report --compare ppo_atari_envpool ppo_atari_envpool_torchcompile \
+    --output-dir benchmark/results/torchcompile_envpool
 # --8<-- [end:torchcompile]
 }
 

@@ -170,40 +170,30 @@ python -m cleanrl_utils.benchmark \
 
 torchcompile() {
 # --8<-- [start:torchcompile]
-# Does the compiled sibling learn what its parent learns? Both on the same seeds, then the comparison (IQMs, the
-# difference of the means with its bootstrap interval, the verdict) in benchmark/results/torchcompile/.
-for script in ppo ppo_torchcompile; do
-    python -m cleanrl_utils.benchmark \
-        --env-ids CartPole-v1 Acrobot-v1 \
-        --command "python cleanrl/$script.py --no-cuda" \
-        --num-seeds 10 \
-        --workers 1 \
-        --threads-per-run 1
-done
-python -m cleanrl_utils.report --compare ppo ppo_torchcompile --output-dir benchmark/results/torchcompile
-# The continuous sibling, at the parent's default budget of 1M steps, 5 seeds.
-for script in ppo_continuous_action ppo_continuous_action_torchcompile; do
-    python -m cleanrl_utils.benchmark \
-        --env-ids HalfCheetah-v4 Hopper-v4 \
-        --command "python cleanrl/$script.py --no-cuda" \
-        --num-seeds 5 \
-        --workers 2 \
-        --threads-per-run 1
-done
-python -m cleanrl_utils.report --compare ppo_continuous_action ppo_continuous_action_torchcompile \
-    --output-dir benchmark/results/torchcompile_continuous
-# The EnvPool sibling on Breakout, 2M steps, 5 seeds: what a 2-core CPU can run in a day. On a GPU, leave out
-# --no-cuda and --total-timesteps for the parent's 10M steps.
-for script in ppo_atari_envpool ppo_atari_envpool_torchcompile; do
-    python -m cleanrl_utils.benchmark \
-        --env-ids Breakout-v5 \
-        --command "python cleanrl/$script.py --no-cuda --total-timesteps 2000000" \
-        --num-seeds 5 \
-        --workers 2 \
-        --threads-per-run 1
-done
-python -m cleanrl_utils.report --compare ppo_atari_envpool ppo_atari_envpool_torchcompile \
-    --output-dir benchmark/results/torchcompile_envpool
+# Does a compiled sibling learn what its parent learns? Both run the same seeds, then the comparison (IQMs, the
+# difference of the means with its bootstrap interval, the verdict) goes into benchmark/results/OUTPUT/.
+# Usage: learn_the_same PARENT SIBLING OUTPUT SEEDS WORKERS "EXTRA FLAGS" ENV_ID [ENV_ID ...]
+learn_the_same() {
+    local parent=$1 sibling=$2 output=$3 seeds=$4 workers=$5 flags=$6
+    shift 6
+    for script in "$parent" "$sibling"; do
+        python -m cleanrl_utils.benchmark \
+            --env-ids "$@" \
+            --command "python cleanrl/$script.py --no-cuda${flags:+ $flags}" \
+            --num-seeds "$seeds" \
+            --workers "$workers" \
+            --threads-per-run 1
+    done
+    python -m cleanrl_utils.report --compare "$parent" "$sibling" --output-dir "benchmark/results/$output"
+}
+learn_the_same ppo ppo_torchcompile torchcompile 10 1 "" CartPole-v1 Acrobot-v1
+# The continuous sibling at the parent's default budget of 1M steps, 5 seeds.
+learn_the_same ppo_continuous_action ppo_continuous_action_torchcompile torchcompile_continuous 5 2 "" \
+    HalfCheetah-v4 Hopper-v4
+# The EnvPool sibling on Breakout, 2M steps, 5 seeds: what a 2-core CPU can run in a day. On a GPU, for the
+# parent's 10M steps, drop --total-timesteps here and --no-cuda in learn_the_same.
+learn_the_same ppo_atari_envpool ppo_atari_envpool_torchcompile torchcompile_envpool 5 2 \
+    "--total-timesteps 2000000" Breakout-v5
 # --8<-- [end:torchcompile]
 }
 

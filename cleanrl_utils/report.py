@@ -19,6 +19,7 @@ the two curves, mean ± one std across seeds, in equivalence_steps.png.
 """
 
 import json
+import logging
 import math
 import re
 import sys
@@ -134,6 +135,10 @@ def event_reader(folder: Path):
     """A reader of the run's TensorBoard events (every scalar, the first text), for `load_run`."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    # A resumed run marks where it went on (checkpoint.py's purge_step), and the reader drops what the stopped
+    # attempt had logged past that point. That is what should happen, so TensorBoard's warning of each drop, which
+    # blames "a TensorFlow restart", is not shown.
+    logging.getLogger("tensorboard").setLevel(logging.ERROR)
     return EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 1, "images": 1})
 
 

@@ -132,6 +132,21 @@ def test_curves_are_interpolated_onto_a_common_grid():
     np.testing.assert_allclose(y, [2, 6])
 
 
+def test_a_resumed_run_reads_as_it_went_on_without_a_warning(tmp_path, caplog):
+    """A run stopped after logging episodes 1-8 and resumed from its checkpoint at step 500 (as checkpoint.py does:
+    purge_step) logs its own steps 500-800 again: the reader keeps the resumed ones and says nothing about it."""
+    name = "CartPole-v1__ppo__1__100"
+    write_run(tmp_path, name, [1.0] * 8).close()
+    resumed = SummaryWriter(str(tmp_path / name), purge_step=500)
+    for step in range(500, 900, 100):
+        resumed.add_scalar(METRIC, 2.0, step, walltime=2000.0 + step)
+    resumed.close()
+    run = report.load_run(tmp_path / name, "CartPole-v1", "ppo", 1, METRIC)
+    assert run.steps.tolist() == [100, 200, 300, 400, 500, 600, 700, 800]
+    assert run.values.tolist() == [1.0] * 4 + [2.0] * 4
+    assert not [record for record in caplog.records if "out of order" in record.getMessage()]
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [

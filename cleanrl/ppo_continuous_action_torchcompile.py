@@ -7,6 +7,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import sys
 import time
 from collections import deque
@@ -257,7 +258,12 @@ class Compiled:
         if self.called:
             return self.fn(*inputs)
         start = time.time()
+        # Slurm sends its stop signal to every process of the run, the C++ compiler's too, which it would kill. The
+        # processes that compiling starts inherit the signals held here, so they finish; the run then stops after
+        # its iteration as at any other time.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGUSR1, signal.SIGTERM))
         outputs = self.fn(*inputs)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         Compiled.seconds += time.time() - start
         self.called = True
         return outputs

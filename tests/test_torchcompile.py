@@ -9,8 +9,24 @@ parent's numbers bit for bit; what it promises, and what is tested here:
 - --no-compile runs the same program eagerly; --cudagraphs and a missing C++ compiler are one line and exit 2 here.
 How they learn over many seeds is a benchmark's question, not a test's (docs/ppo.md)."""
 
+import ast
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
-from helpers import assert_user_error, only_run_dir, read_scalars, run_as_main, run_script, script_env
+from helpers import (
+    ROOT,
+    SCRIPTS,
+    assert_user_error,
+    only_run_dir,
+    read_scalars,
+    run_as_main,
+    run_script,
+    script_env,
+)
 from test_resume import env, resume_bitwise
 from test_scripts import TABLE
 
@@ -85,3 +101,54 @@ def test_what_compiling_needs_is_one_line_and_exit_2(parent, args, variables, fr
     proc = run_as_main(script, *SIBLINGS[parent], *args, "--no-cuda", cwd=tmp_path, capfd=capfd)
     assert_user_error(proc, f"{script}: error:", *fragments)
     assert list(tmp_path.iterdir()) == [], "no work may start before the arguments are checked"
+
+
+# A program that compiles, in the shape of a sibling's first call: what its compile starts (here `sleep` stands for the
+# C++ compiler) runs while Slurm's stop signal reaches every process of the run. The handler is the one
+# cleanrl_utils.checkpoint.begin installs: it only notes the signal.
+FIRST_CALL = """
+import signal, subprocess, sys
+from pathlib import Path
+from cleanrl_utils.scripts import load_script
+sibling = load_script("ppo_torchcompile")
+asked = []
+signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(signum))
+def compiling():
+    compiler = subprocess.Popen(["sleep", "3"])
+    Path(sys.argv[1]).touch()
+    return compiler.wait()
+print(sibling.Compiled(compiling, False)(), asked)
+"""
+
+
+def test_a_stop_signal_to_every_process_waits_for_the_compiler(tmp_path):
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FIRST_CALL, started],
+        env=script_env(PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, which the signal below reaches whole
+    )
+    deadline = time.time() + 120
+    while not started.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), proc.communicate()[1][-3000:]
+    os.killpg(proc.pid, signal.SIGUSR1)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    # the compiler finished (exit status 0, not killed by the signal), and the run was told to stop after it
+    assert stdout.split() == ["0", f"[{int(signal.SIGUSR1)}]"], stdout
+
+
+def compiled_class(script):
+    """The source text of `script`'s Compiled class, read without importing the script."""
+    source = (SCRIPTS / script).read_text()
+    tree = ast.parse(source)
+    return next(ast.get_source_segment(source, node) for node in tree.body if getattr(node, "name", "") == "Compiled")
+
+
+def test_the_siblings_compile_alike():
+    """The test above runs ppo_torchcompile.py's Compiled; the other two siblings carry the same class."""
+    assert len({compiled_class(f"{parent}_torchcompile.py") for parent in SIBLINGS}) == 1

@@ -103,28 +103,33 @@ def test_what_compiling_needs_is_one_line_and_exit_2(parent, args, variables, fr
     assert list(tmp_path.iterdir()) == [], "no work may start before the arguments are checked"
 
 
-# A program that compiles, in the shape of a sibling's first call: what its compile starts (here `sleep` stands for the
-# C++ compiler) runs while Slurm's stop signal reaches every process of the run. The handler is the one
+# A program that compiles, in the shape of a sibling's first call: what its compile starts (here a Python process stands
+# for the C++ compiler) runs while Slurm's stop signal reaches every process of the run. The stand-in says it has
+# started, then waits for the test's go, so that the signal surely comes while it runs. (Not a shell: dash clears the
+# signals it inherits held.) The handler is the one
 # cleanrl_utils.checkpoint.begin installs: it only notes the signal.
 FIRST_CALL = """
 import signal, subprocess, sys
-from pathlib import Path
 from cleanrl_utils.scripts import load_script
 sibling = load_script("ppo_torchcompile")
 asked = []
 signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(signum))
 def compiling():
-    compiler = subprocess.Popen(["sleep", "3"])
-    Path(sys.argv[1]).touch()
-    return compiler.wait()
+    return subprocess.Popen([sys.executable, "-c", *sys.argv[1:]]).wait()
 print(sibling.Compiled(compiling, False)(), asked)
+"""
+STAND_IN = """
+import pathlib, sys, time
+pathlib.Path(sys.argv[1]).touch()
+while not pathlib.Path(sys.argv[2]).exists():
+    time.sleep(0.05)
 """
 
 
 def test_a_stop_signal_to_every_process_waits_for_the_compiler(tmp_path):
-    started = tmp_path / "started"
+    started, go = tmp_path / "started", tmp_path / "go"
     proc = subprocess.Popen(
-        [sys.executable, "-c", FIRST_CALL, started],
+        [sys.executable, "-c", FIRST_CALL, STAND_IN, started, go],
         env=script_env(PYTHONPATH=str(ROOT)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -136,9 +141,10 @@ def test_a_stop_signal_to_every_process_waits_for_the_compiler(tmp_path):
         time.sleep(0.05)
     assert started.exists(), proc.communicate()[1][-3000:]
     os.killpg(proc.pid, signal.SIGUSR1)
+    go.touch()
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr[-3000:]
-    # the compiler finished (exit status 0, not killed by the signal), and the run was told to stop after it
+    # the stand-in compiler finished (exit status 0, not killed by the signal), and the run was told to stop after it
     assert stdout.split() == ["0", f"[{int(signal.SIGUSR1)}]"], stdout
 
 

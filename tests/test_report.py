@@ -1,5 +1,7 @@
 """cleanrl_utils/report.py: scores, tables and learning curves from TensorBoard logs written here by the tests."""
 
+import time
+
 import numpy as np
 import pytest
 from helpers import ROOT, assert_user_error, run_script
@@ -132,12 +134,19 @@ def test_curves_are_interpolated_onto_a_common_grid():
     np.testing.assert_allclose(y, [2, 6])
 
 
-def test_a_resumed_run_reads_as_it_went_on_without_a_warning(tmp_path, caplog):
+def test_a_resumed_run_reads_as_it_went_on_without_a_warning(tmp_path, caplog, monkeypatch):
     """A run stopped after logging episodes 1-8 and resumed from its checkpoint at step 500 (as checkpoint.py does:
     purge_step) logs its own steps 500-800 again: the reader keeps the resumed ones and says nothing about it."""
     name = "CartPole-v1__ppo__1__100"
     write_run(tmp_path, name, [1.0] * 8).close()
+    # The resumed run starts later, in another process, so its event file's name (the time in seconds first) sorts
+    # after the first one's, and the reader reads the files in that order. Both writers here are made in the same
+    # second by one process, where only the names' last number, a counter, would tell them apart (and "10" sorts
+    # before "9"): the resumed writer is made a minute later instead.
+    a_minute_later = time.time() + 60
+    monkeypatch.setattr(time, "time", lambda: a_minute_later)
     resumed = SummaryWriter(str(tmp_path / name), purge_step=500)
+    monkeypatch.undo()
     for step in range(500, 900, 100):
         resumed.add_scalar(METRIC, 2.0, step, walltime=2000.0 + step)
     resumed.close()

@@ -1,12 +1,15 @@
 """What every script in cleanrl/ does the same way (CONVENTIONS.md), tested over a table of all of them: importing has
-no side effects; bad input ends in one line and exit 2 before any work; a tiny run logs every metric, saves,
-evaluates, records video and uploads (through a stand-in Hub); the same run, copied alone into an empty folder and
-spelled with underscores, logs the same scalars; --upload-model without cleanrl_utils stops before training.
+no side effects; bad input ends in one line and exit 2 before any work; a tiny run of the script copied alone into an
+empty folder, its flags spelled with underscores, logs every metric, saves, evaluates, records video and uploads
+(through a stand-in Hub); the same training run again logs the same scalars; --upload-model without cleanrl_utils
+stops before training.
 What is particular to one script is tested in its own file."""
 
+import ast
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +27,6 @@ from helpers import (
     only_run_dir,
     read_scalars,
     run_as_main,
-    run_copied_alone,
     run_python,
     run_script,
     script_env,
@@ -306,6 +308,33 @@ def test_upload_without_cleanrl_utils_stops_before_training(script, tmp_path):
     assert list(elsewhere.iterdir()) == [], "no training may start"
 
 
+# the flags under which a script may import cleanrl_utils: the upload, and checkpoints
+IMPORTS_CLEANRL_UTILS_ONLY_IF = {"args.upload_model", "args.checkpoint_every or args.resume"}
+
+
+@pytest.mark.parametrize("script", TABLE, ids=str)
+def test_cleanrl_utils_is_imported_only_for_the_upload_and_checkpoints(script):
+    """A script copied alone trains, saves, evaluates and records video without this repository: every import of
+    cleanrl_utils in it sits under an `if` on the upload's or the checkpoints' flags. The tiny runs cannot show it
+    for saving and evaluating, since the upload, which needs the package, is in the same run."""
+    tree = ast.parse((SCRIPTS / script.file).read_text())
+    guards = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            guards[child] = ast.unparse(node.test) if isinstance(node, ast.If) else guards.get(node)
+    imports = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module.split(".")[0] == "cleanrl_utils"
+        or isinstance(node, ast.Import)
+        and any(alias.name.split(".")[0] == "cleanrl_utils" for alias in node.names)
+    ]
+    assert imports, "the upload imports cleanrl_utils"
+    for node in imports:
+        assert guards.get(node) in IMPORTS_CLEANRL_UTILS_ONLY_IF, f"line {node.lineno}: {ast.unparse(node)}"
+
+
 # a package each script imports in its guarded block at the top, and the install hint its error line gives: the one
 # form that works from a fresh clone for every extra (procgen's and microrts's need setup.sh's no-deps step)
 SETUP = "run `bash scripts/setup.sh {}` in a clone of this project"
@@ -348,29 +377,44 @@ def script(request):
 
 
 @pytest.fixture(scope="module")
-def uploaded_run(script, tmp_path_factory):
-    """The tiny run in a folder of its own, with --save-model, --upload-model --hf-entity my-org (to the stand-in
-    Hub) and, where offered, --capture-video. Returns (its folder, the finished process, the upload's record)."""
-    cwd = tmp_path_factory.mktemp(f"{script}_uploaded")
-    env, record = fake_hub_env(cwd, **script.env)
-    args = [*script.args, "--save-model", "--upload-model", "--hf-entity", "my-org"]
-    proc = run_script(script.file, *args, *["--capture-video"] * script.video, cwd=cwd, env=env)
-    return cwd, proc, record
+def copied_run(script, tmp_path_factory):
+    """The tiny run as a user runs a script copied alone into an empty folder, every flag spelled with underscores
+    (as published commands often are), with --save-model, --upload-model --hf-entity my-org (to the stand-in Hub:
+    cleanrl_utils, which only the upload and checkpoints import, comes from this repository) and, where offered,
+    --capture-video. Returns (its folder, the finished process, the upload's record)."""
+    tmp_path = tmp_path_factory.mktemp(f"{script}_copied")
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(SCRIPTS / script.file, alone / script.file)
+    env, record = fake_hub_env(tmp_path, **script.env)
+    args = [
+        *script.args,
+        "--save-model",
+        "--upload-model",
+        "--hf-entity",
+        "my-org",
+        *["--capture-video"] * script.video,
+    ]
+    proc = run_script(alone / script.file, *underscored(args), cwd=alone, env=env)
+    return alone, proc, record
 
 
 @pytest.fixture(scope="module")
-def copied_run(script, tmp_path_factory):
-    """The same run but for the upload, copied alone into an empty folder and every flag spelled with underscores.
+def repeated_run(script, tmp_path_factory):
+    """The same training from this repository's cleanrl/, without saving, evaluating or recording, and with
+    cleanrl_utils nowhere to be imported: a second run of the same seed, for test_same_seed_logs_identical_scalars.
     Returns its run folder."""
-    args = underscored([*script.args, "--save-model", *["--capture-video"] * script.video])
-    tmp_path = tmp_path_factory.mktemp(f"{script}_copied")
-    return run_copied_alone(script.file, *args, tmp_path=tmp_path, env=script_run_env(script))
+    cwd = tmp_path_factory.mktemp(f"{script}_repeated")
+    env = without_cleanrl_utils_env(cwd / "hidden", **script.env)
+    (cwd / "work").mkdir()
+    run_script(script.file, *script.args, cwd=cwd / "work", env=env)
+    return only_run_dir(cwd / "work")
 
 
-def test_tiny_run_logs_every_metric_saves_and_evaluates(script, uploaded_run):
-    cwd, proc, _ = uploaded_run
+def test_copied_alone_trains_logs_every_metric_saves_and_evaluates(script, copied_run):
+    cwd, proc, _ = copied_run
     run_dir = only_run_dir(cwd)
-    prefix = f"{script.env_id}__{script.name}__1__"
+    prefix = f"{script.env_id}__{script.name}__1__"  # the underscore flags took effect
     scalars = check_smoke_run(run_dir, prefix, script.sps_steps, proc.stdout, script.metrics)
     assert (run_dir / f"{script.name}.cleanrl_model").is_file()
     assert [step for step, _ in scalars["eval/episodic_return"]] == list(range(10))
@@ -379,8 +423,8 @@ def test_tiny_run_logs_every_metric_saves_and_evaluates(script, uploaded_run):
         assert video_files(cwd, run_dir.name) and video_files(cwd, f"{run_dir.name}-eval")
 
 
-def test_upload_holds_the_run_and_its_model_card(script, uploaded_run):
-    _, _, record = uploaded_run
+def test_upload_holds_the_run_and_its_model_card(script, copied_run):
+    _, _, record = copied_run
     uploaded = json.loads(record.read_text())
     assert uploaded["created"] == uploaded["uploaded"] == f"my-org/{script.env_id}-{script.name}-seed1"
     files = set(uploaded["files"])
@@ -392,27 +436,21 @@ def test_upload_holds_the_run_and_its_model_card(script, uploaded_run):
     assert f"--exp-name {script.name} --env-id {script.env_id} --hf-entity my-org" in card
 
 
-def test_copied_alone_with_underscore_flags_trains_saves_evaluates(script, copied_run):
-    cwd = copied_run.parents[1]
-    assert copied_run.name.startswith(f"{script.env_id}__{script.name}__1__"), "the underscore flags took effect"
-    assert (copied_run / f"{script.name}.cleanrl_model").is_file()
-    assert [step for step, _ in read_scalars(copied_run)["eval/episodic_return"]] == list(range(10))
-    if script.video:
-        assert video_files(cwd, copied_run.name) and video_files(cwd, f"{copied_run.name}-eval")
+def test_same_seed_logs_identical_scalars(copied_run, repeated_run):
+    """Same seed, same arguments (on the CPU, with --torch-deterministic where the script has it): every scalar of
+    training is the same, whether the run saves, evaluates and records video or not, apart from the speed (and the
+    JAX scripts' speed of each iteration, as the reference logs it, and the compiled siblings' compile time). For
+    the siblings this is the promise they keep: same seed, same machine, the same numbers, though not their
+    parents'."""
+    run_dir = only_run_dir(copied_run[0])
+    evaluation = [tag for tag in read_scalars(run_dir) if tag.startswith("eval/")]
+    speed = ["charts/SPS", "charts/SPS_update", "charts/compile_seconds"]
+    assert_same_scalars(run_dir, repeated_run, ignore=(*speed, *evaluation))
 
 
-def test_same_seed_logs_identical_scalars(uploaded_run, copied_run):
-    """Same seed, same arguments (on the CPU, with --torch-deterministic where the script has it): every scalar is
-    the same, apart from the speed (and the JAX scripts' speed of each iteration, as the reference logs it, and the
-    compiled siblings' compile time). For the siblings this is the promise they keep: same seed, same machine, the
-    same numbers, though not their parents'."""
-    speed = ("charts/SPS", "charts/SPS_update", "charts/compile_seconds")
-    assert_same_scalars(only_run_dir(uploaded_run[0]), copied_run, ignore=speed)
-
-
-def test_enjoy_replays_the_saved_model(script, uploaded_run, tmp_path):
+def test_enjoy_replays_the_saved_model(script, copied_run, tmp_path):
     """python -m cleanrl_utils.enjoy plays the saved model with the script's own evaluate."""
-    model = only_run_dir(uploaded_run[0]) / f"{script.name}.cleanrl_model"
+    model = only_run_dir(copied_run[0]) / f"{script.name}.cleanrl_model"
     args = ["--exp-name", script.name, "--env-id", script.env_id, "--model-path", model, "--eval-episodes", "2"]
     proc = run_python("-m", "cleanrl_utils.enjoy", *args, cwd=tmp_path, env=script_run_env(script, ROOT), timeout=300)
     lines = proc.stdout.splitlines()

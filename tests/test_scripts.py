@@ -312,6 +312,15 @@ def test_upload_without_cleanrl_utils_stops_before_training(script, tmp_path):
 IMPORTS_CLEANRL_UTILS_ONLY_IF = {"args.upload_model", "args.checkpoint_every or args.resume"}
 
 
+def imports_cleanrl_utils(node):
+    """Whether `node` is an import statement that brings in cleanrl_utils or a module of it."""
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "cleanrl_utils"
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] == "cleanrl_utils" for alias in node.names)
+    return False
+
+
 @pytest.mark.parametrize("script", TABLE, ids=str)
 def test_cleanrl_utils_is_imported_only_for_the_upload_and_checkpoints(script):
     """A script copied alone trains, saves, evaluates and records video without this repository: every import of
@@ -322,14 +331,7 @@ def test_cleanrl_utils_is_imported_only_for_the_upload_and_checkpoints(script):
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             guards[child] = ast.unparse(node.test) if isinstance(node, ast.If) else guards.get(node)
-    imports = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-        and node.module.split(".")[0] == "cleanrl_utils"
-        or isinstance(node, ast.Import)
-        and any(alias.name.split(".")[0] == "cleanrl_utils" for alias in node.names)
-    ]
+    imports = [node for node in ast.walk(tree) if imports_cleanrl_utils(node)]
     assert imports, "the upload imports cleanrl_utils"
     for node in imports:
         assert guards.get(node) in IMPORTS_CLEANRL_UTILS_ONLY_IF, f"line {node.lineno}: {ast.unparse(node)}"

@@ -168,6 +168,17 @@ class Agent(nn.Module):
             action = policy.sample()
         return action, policy.log_prob(action), policy.entropy(), self.critic(obs)
 
+    def act(self, obs):
+        """The rollout's acting step, with no more than acting needs: an action and its log-probability. It samples
+        the way torch.multinomial samples one action, argmax(probs / q) with q drawn from Exp(1), so the same random
+        numbers give the same actions; multinomial's checks of its input, which cost more than the draw, are left out.
+        """
+        logits = self.actor(obs)
+        policy = Categorical(logits=logits)
+        exponential = torch.empty_like(policy.probs).exponential_(1)
+        action = (policy.probs / exponential).argmax(dim=-1)
+        return action, policy.log_prob(action)
+
 
 def estimate_advantages(next_value, done, rollout_rewards, rollout_dones, rollout_values):
     """GAE as the parent script computes it, in a function that torch.compile can turn into a few fused kernels."""
@@ -387,9 +398,13 @@ if __name__ == "__main__":
     # compiled anew for every value that --anneal-lr gives it
     optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5)
     torch._logging.set_logs(dynamo=logging.ERROR)  # torch.compile's notes on what it leaves out: not for the user
-    policy_step = agent.get_action_and_value
+    # compiled code draws its random numbers from PyTorch's generator, as eager code does: one seed, the same actions
+    torch._inductor.config.fallback_random = True
+    # on the CPU, compiled code is called from C++ instead of generated Python: less overhead on every small call
+    torch._inductor.config.cpp_wrapper = device.type == "cpu"
+    policy_step = agent.act
     if args.compile:  # compiled on their first calls, in the first iteration
-        policy_step = Compiled(agent.get_action_and_value, args.cudagraphs)
+        policy_step = Compiled(agent.act, args.cudagraphs)
         estimate_advantages = Compiled(estimate_advantages, False)
         update = Compiled(update, args.cudagraphs)
 
@@ -400,7 +415,6 @@ if __name__ == "__main__":
     rollout_logprobs = torch.zeros(steps_by_envs).to(device)
     rollout_rewards = torch.zeros(steps_by_envs).to(device)
     rollout_dones = torch.zeros(steps_by_envs).to(device)
-    rollout_values = torch.zeros(steps_by_envs).to(device)
 
     global_step = 0
     start_time = time.time()
@@ -426,8 +440,7 @@ if __name__ == "__main__":
             rollout_dones[step] = done
 
             with torch.no_grad():  # acting needs no gradients
-                action, logprob, _, value = policy_step(obs)
-                rollout_values[step] = value.flatten()
+                action, logprob = policy_step(obs)
             rollout_actions[step] = action
             rollout_logprobs[step] = logprob
 
@@ -447,6 +460,9 @@ if __name__ == "__main__":
         # the reward plus the discounted value of the next observation with the value of this one; the advantage
         # sums those errors discounted by gamma x lambda, and an episode's end cuts the sum and the next value.
         with torch.no_grad():
+            # the critic's values of the whole rollout in one call: the weights have not changed since it began, so
+            # they are the values the acting step would have given, up to rounding
+            rollout_values = agent.get_value(rollout_obs).view(steps_by_envs)
             next_value = agent.get_value(obs).reshape(1, -1)
             advantages, returns = estimate_advantages(next_value, done, rollout_rewards, rollout_dones, rollout_values)
 

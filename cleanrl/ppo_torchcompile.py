@@ -400,8 +400,6 @@ if __name__ == "__main__":
     torch._logging.set_logs(dynamo=logging.ERROR)  # torch.compile's notes on what it leaves out: not for the user
     # compiled code draws its random numbers from PyTorch's generator, as eager code does: one seed, the same actions
     torch._inductor.config.fallback_random = True
-    # on the CPU, compiled code is called from C++ instead of generated Python: less overhead on every small call
-    torch._inductor.config.cpp_wrapper = device.type == "cpu"
     policy_step = agent.act
     if args.compile:  # compiled on their first calls, in the first iteration
         policy_step = Compiled(agent.act, args.cudagraphs)

@@ -186,7 +186,7 @@ learn_the_same() {
     done
     python -m cleanrl_utils.report --compare "$parent" "$sibling" --output-dir "benchmark/results/$output"
 }
-learn_the_same ppo ppo_torchcompile torchcompile 10 1 "" CartPole-v1 Acrobot-v1
+learn_the_same ppo ppo_torchcompile torchcompile 10 2 "" CartPole-v1 Acrobot-v1
 # The continuous sibling at the parent's default budget of 1M steps: 5 seeds on HalfCheetah, 10 on Hopper, where
 # 5 gave a verdict that 5 more did not bear out. The second report takes in both tasks' runs.
 learn_the_same ppo_continuous_action ppo_continuous_action_torchcompile torchcompile_continuous 5 2 "" HalfCheetah-v4

@@ -170,9 +170,8 @@ class Agent(nn.Module):
 
     def act(self, obs):
         """The rollout's acting step, with no more than acting needs: an action and its log-probability. It samples
-        the way torch.multinomial samples one action, argmax(probs / q) with q drawn from Exp(1), so the same random
-        numbers give the same actions; multinomial's checks of its input, which cost more than the draw, are left out.
-        """
+        as torch.multinomial samples one action, argmax(probs / q) with q drawn from Exp(1), so the same random
+        numbers give the same actions, but without multinomial's checks of its input, which cost more than the draw."""
         logits = self.actor(obs)
         policy = Categorical(logits=logits)
         exponential = torch.empty_like(policy.probs).exponential_(1)

@@ -175,7 +175,8 @@ class Agent(nn.Module):
         logits = self.actor(obs)
         policy = Categorical(logits=logits)
         exponential = torch.empty_like(policy.probs).exponential_(1)
-        action = (policy.probs / exponential).argmax(dim=-1)
+        scaled = policy.probs / exponential  # each probability divided by its own draw
+        action = scaled.argmax(dim=-1)
         return action, policy.log_prob(action)
 
 

@@ -240,11 +240,25 @@ def update(agent, optimizer, obs, actions, logprobs, advantages, returns, values
     entropy_bonus = entropy.mean()
     loss = policy_loss - args.ent_coef * entropy_bonus + value_loss * args.vf_coef
 
-    optimizer.zero_grad()
-    loss.backward()
+    figures = (
+        policy_loss.detach(),
+        value_loss.detach(),
+        entropy_bonus.detach(),
+        old_approx_kl,
+        approx_kl,
+        clip_fraction,
+    )
+
+    # The gradients as torch.autograd.grad returns them, then handed to Adam. torch.compile traces this backward pass
+    # into the losses' own graph (trace_autograd_ops, set below); at loss.backward() it would stop the graph and leave
+    # the backward pass to autograd, node by node.
+    parameters = list(agent.parameters())
+    gradients = torch.autograd.grad(loss, parameters)
+    for parameter, gradient in zip(parameters, gradients):
+        parameter.grad = gradient
     nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
     optimizer.step()
-    return policy_loss.detach(), value_loss.detach(), entropy_bonus.detach(), old_approx_kl, approx_kl, clip_fraction
+    return figures
 
 
 class Compiled:
@@ -400,11 +414,13 @@ if __name__ == "__main__":
     torch._logging.set_logs(dynamo=logging.ERROR)  # torch.compile's notes on what it leaves out: not for the user
     # compiled code draws its random numbers from PyTorch's generator, as eager code does: one seed, the same actions
     torch._inductor.config.fallback_random = True
+    torch._dynamo.config.trace_autograd_ops = True  # torch.autograd.grad compiled into the graph around it
     policy_step = agent.act
     if args.compile:  # compiled on their first calls, in the first iteration
         policy_step = Compiled(agent.act, args.cudagraphs)
-        estimate_advantages = Compiled(estimate_advantages, False)
         update = Compiled(update, args.cudagraphs)
+    if args.compile and use_cuda:  # on a CPU, GAE's 128 small steps cost less run eagerly than compiling them
+        estimate_advantages = Compiled(estimate_advantages, False)
 
     # What one rollout collects, step by step and environment by environment.
     steps_by_envs = (args.num_steps, args.num_envs)

@@ -55,7 +55,7 @@ class Args:
     resume_changed_code: bool = False
     """with --resume, go on although the code changed since the checkpoint: its learner, fresh environments"""
     compile: bool = True
-    """compile the acting step, GAE and the whole minibatch update with torch.compile (--no-compile: run eagerly)"""
+    """compile the acting step and the whole minibatch update with torch.compile (--no-compile: run eagerly)"""
     cudagraphs: bool = False
     """on a GPU, also replay the compiled steps as CUDA graphs, which saves launching each small kernel"""
 

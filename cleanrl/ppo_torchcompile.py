@@ -52,7 +52,7 @@ class Args:
     resume_changed_code: bool = False
     """with --resume, go on although the code changed since the checkpoint: its learner, fresh environments"""
     compile: bool = True
-    """compile the acting step, GAE and the whole minibatch update with torch.compile (--no-compile: run eagerly)"""
+    """compile the acting step, the minibatch update and, on a GPU, GAE with torch.compile (--no-compile: all eager)"""
     cudagraphs: bool = False
     """on a GPU, also replay the compiled steps as CUDA graphs, which saves launching each small kernel"""
 
@@ -181,7 +181,8 @@ class Agent(nn.Module):
 
 
 def estimate_advantages(next_value, done, rollout_rewards, rollout_dones, rollout_values):
-    """GAE as the parent script computes it, in a function that torch.compile can turn into a few fused kernels."""
+    """GAE as the parent script computes it, in a function that torch.compile turns into a few fused kernels on a
+    GPU; on a CPU it runs eagerly."""
     advantages = torch.zeros_like(rollout_rewards)
     gae = 0  # the advantage of the step after t
     for t in reversed(range(args.num_steps)):
@@ -240,6 +241,7 @@ def update(agent, optimizer, obs, actions, logprobs, advantages, returns, values
     entropy_bonus = entropy.mean()
     loss = policy_loss - args.ent_coef * entropy_bonus + value_loss * args.vf_coef
 
+    # what the update reports, taken off the graph before the gradients are computed, as tracing them requires
     figures = (
         policy_loss.detach(),
         value_loss.detach(),
@@ -250,8 +252,8 @@ def update(agent, optimizer, obs, actions, logprobs, advantages, returns, values
     )
 
     # The gradients as torch.autograd.grad returns them, then handed to Adam. torch.compile traces this backward pass
-    # into the losses' own graph (trace_autograd_ops, set below); at loss.backward() it would stop the graph and leave
-    # the backward pass to autograd, node by node.
+    # into the losses' own graph (trace_autograd_ops, set below); without that setting loss.backward() ends the graph
+    # and the backward pass, the clipping and Adam's step run apart from it.
     parameters = list(agent.parameters())
     gradients = torch.autograd.grad(loss, parameters)
     for parameter, gradient in zip(parameters, gradients):
@@ -419,7 +421,7 @@ if __name__ == "__main__":
     if args.compile:  # compiled on their first calls, in the first iteration
         policy_step = Compiled(agent.act, args.cudagraphs)
         update = Compiled(update, args.cudagraphs)
-    if args.compile and use_cuda:  # on a CPU, GAE's 128 small steps cost less run eagerly than compiling them
+    if args.compile and use_cuda:  # on a CPU, compiling GAE's 128 steps costs more time than it saves
         estimate_advantages = Compiled(estimate_advantages, False)
 
     # What one rollout collects, step by step and environment by environment.

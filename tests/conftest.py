@@ -16,13 +16,26 @@ from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
 )
 from helpers import KIND_CACHE
 
+# where JAX keeps its compiled programs for later processes (the jax_compilation_cache_dir option)
+JAX_CACHE = "JAX_COMPILATION_CACHE_DIR"
+
 
 def pytest_configure(config):
     """In the process pytest started (not in an xdist worker, which inherits it): a folder for the machine kinds
-    the session finds, so that each is found once (helpers.machine_kind)."""
+    the session finds, so that each is found once (helpers.machine_kind), and one for JAX's compiled programs."""
     if not hasattr(config, "workerinput") and KIND_CACHE not in os.environ:
         os.environ[KIND_CACHE] = tempfile.mkdtemp(prefix="pytest-kinds-")
         config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(KIND_CACHE), ignore_errors=True))
+    if not hasattr(config, "workerinput") and JAX_CACHE not in os.environ:
+        # Many tests run a JAX script more than once with the same arguments (a run and its resumption, a run and
+        # its repeat); XLA compiles the same programs each time, a third of a tiny run. Every JAX process of the
+        # session keeps what it compiles in one folder, removed at the end, and the next one reads it from there.
+        # A size limit makes JAX lock the folder around each read and write, which processes running at the same
+        # time need; the minimum compile time of 0 keeps the many small programs too.
+        os.environ[JAX_CACHE] = tempfile.mkdtemp(prefix="pytest-jax-cache-")
+        os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(2**32)
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(JAX_CACHE), ignore_errors=True))
 
 
 @pytest.fixture(autouse=True)

@@ -20,22 +20,36 @@ from helpers import KIND_CACHE
 JAX_CACHE = "JAX_COMPILATION_CACHE_DIR"
 
 
+def session_folder(config, variable, prefix, **settings):
+    """A temporary folder for the whole session, named in the environment by `variable` (with `settings` beside it),
+    so that every process the tests start finds it; removed, and the variables with it, when the session ends. A
+    variable set before pytest started is left as it is."""
+    if variable in os.environ:
+        return
+    os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+    os.environ.update(settings)
+
+    def remove():
+        shutil.rmtree(os.environ.pop(variable), ignore_errors=True)
+        for name in settings:
+            os.environ.pop(name, None)
+
+    config.add_cleanup(remove)
+
+
 def pytest_configure(config):
     """In the process pytest started (not in an xdist worker, which inherits it): a folder for the machine kinds
     the session finds, so that each is found once (helpers.machine_kind), and one for JAX's compiled programs."""
-    if not hasattr(config, "workerinput") and KIND_CACHE not in os.environ:
-        os.environ[KIND_CACHE] = tempfile.mkdtemp(prefix="pytest-kinds-")
-        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(KIND_CACHE), ignore_errors=True))
-    if not hasattr(config, "workerinput") and JAX_CACHE not in os.environ:
-        # Many tests run a JAX script more than once with the same arguments (a run and its resumption, a run and
-        # its repeat); XLA compiles the same programs each time, a third of a tiny run. Every JAX process of the
-        # session keeps what it compiles in one folder, removed at the end, and the next one reads it from there.
-        # A size limit makes JAX lock the folder around each read and write, which processes running at the same
-        # time need; the minimum compile time of 0 keeps the many small programs too.
-        os.environ[JAX_CACHE] = tempfile.mkdtemp(prefix="pytest-jax-cache-")
-        os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(2**32)
-        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(JAX_CACHE), ignore_errors=True))
+    if hasattr(config, "workerinput"):
+        return
+    session_folder(config, KIND_CACHE, "pytest-kinds-")
+    # Many tests run a JAX script more than once with the same arguments (a run and its resumption, a run and its
+    # repeat), and XLA would compile the same programs each time, about a quarter of a tiny run. Every JAX process of
+    # the session keeps what it compiles in this folder, and the next one reads it from there. A size limit makes
+    # JAX lock the folder around each read and write, which processes running at the same time need; a minimum
+    # compile time of 0 keeps the many small programs too.
+    jax_settings = {"JAX_COMPILATION_CACHE_MAX_SIZE": str(2**32), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    session_folder(config, JAX_CACHE, "pytest-jax-cache-", **jax_settings)
 
 
 @pytest.fixture(autouse=True)

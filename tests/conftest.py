@@ -14,7 +14,7 @@ from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
     pytest_pyfunc_call,
     pytest_xdist_make_scheduler,
 )
-from helpers import KIND_CACHE
+from helpers import KIND_CACHE, MULTIGPU_RUN, ROOT, only_run_dir, run_torchrun, script_env
 
 # where JAX keeps its compiled programs for later processes (the jax_compilation_cache_dir option)
 JAX_CACHE = "JAX_COMPILATION_CACHE_DIR"
@@ -50,6 +50,18 @@ def pytest_configure(config):
     # compile time of 0 keeps the many small programs too.
     jax_settings = {"JAX_COMPILATION_CACHE_MAX_SIZE": str(2**32), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
     session_folder(config, JAX_CACHE, "pytest-jax-cache-", **jax_settings)
+
+
+@pytest.fixture(scope="session")
+def uninterrupted_multigpu_run(tmp_path_factory):
+    """ppo_atari_multigpu.py's tiny run (helpers.MULTIGPU_RUN) in two processes under torchrun, never stopped, with
+    the checkpoint of its last iteration: the run that test_resume_more.py's killed and resumed run and
+    test_slurm.py's requeued one must log bitwise. Made once for both (their tests run on one worker, one after the
+    other: multicore); returns its run folder."""
+    cwd = tmp_path_factory.mktemp("multigpu_uninterrupted")
+    environment = script_env(PYTHONPATH=str(ROOT))  # cleanrl_utils importable, for the checkpoint
+    run_torchrun("ppo_atari_multigpu.py", 2, *MULTIGPU_RUN, "--checkpoint-every", "1000", cwd=cwd, env=environment)
+    return only_run_dir(cwd)
 
 
 @pytest.fixture(autouse=True)

@@ -192,6 +192,11 @@ def torchrun_env(env, folder):
     return {**env, "TMPDIR": str(folder)}
 
 
+# ppo_atari_multigpu.py's tiny run, per process: two Breakout environments of 128 steps an iteration; 2 processes x
+# 2 x 128 = 512 steps, 4 iterations. conftest.py's uninterrupted_multigpu_run is this run never stopped.
+MULTIGPU_RUN = ("--total-timesteps", "2048", "--local-num-envs", "2", "--num-steps", "128")
+
+
 def run_torchrun(script, nproc, *args, cwd, timeout=600, check=True, env=None):
     """Runs `script` (a path, or a name in cleanrl/) in `nproc` processes on this machine, as
     `torchrun --standalone --nnodes=1 --nproc_per_node=N` would."""

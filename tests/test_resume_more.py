@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import test_resume
 import torch
-from helpers import ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, script_env, torchrun_env
+from helpers import MULTIGPU_RUN, ROOT, SCRIPTS, only_run_dir, read_scalars, run_script, script_env, torchrun_env
 from test_resume import assert_same_run, env, tensors, tree
 
 from cleanrl_utils import checkpoint
@@ -97,23 +97,19 @@ def run(command, cwd, environment, timeout=300):
 
 # ---- ppo_atari_multigpu.py: two processes under torchrun, on the CPU with gloo ------------------------------------
 
-# Per process: two environments of 128 steps an iteration; 2 processes x 2 x 128 = 512 steps, 4 iterations.
-MULTIGPU = ("--total-timesteps", "2048", "--local-num-envs", "2", "--num-steps", "128")
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2")
 
 
 @pytest.mark.multicore
-def test_two_processes_resume_bitwise(tmp_path):
+def test_two_processes_resume_bitwise(uninterrupted_multigpu_run, tmp_path):
     """Each process's ALE games, frame stacks, lives, random generators, next_obs and next_done come back from its own
     part; the learner, the same in every process, from checkpoint.pt. A kill of the whole torchrun group leaves
     checkpoint.pt naming an iteration whose parts are all on disk; the resumed run's scalars, its learner and rank 1's
     state at the end are the uninterrupted run's, bit for bit."""
     (tmp_path / "tmp").mkdir()
     environment = torchrun_env(env(), tmp_path / "tmp")
-    command = [sys.executable, *TORCHRUN, str(SCRIPTS / "ppo_atari_multigpu.py"), *MULTIGPU]
-    (tmp_path / "uninterrupted").mkdir()
+    command = [sys.executable, *TORCHRUN, str(SCRIPTS / "ppo_atari_multigpu.py"), *MULTIGPU_RUN]
     (tmp_path / "stopped").mkdir()
-    run([*command, "--checkpoint-every", "1000"], tmp_path / "uninterrupted", environment)
     run_dir, iteration = killed_after_second_checkpoint(
         [*command, "--checkpoint-every", "1"], tmp_path / "stopped", environment
     )
@@ -137,7 +133,7 @@ def test_two_processes_resume_bitwise(tmp_path):
     proc = run(resume, tmp_path / "stopped", environment)
     assert proc.stdout.count(f"resumed runs/{run_dir.name} at iteration {iteration},") == 1  # rank 0 alone says it
     assert only_run_dir(tmp_path / "stopped") == run_dir
-    uninterrupted = only_run_dir(tmp_path / "uninterrupted")
+    uninterrupted = uninterrupted_multigpu_run
     assert_same_run(uninterrupted, run_dir)
     first, second = (checkpoint.read(folder / checkpoint.FILE) for folder in (uninterrupted, run_dir))
     assert first["iteration"] == second["iteration"] == 4

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT, assert_same_scalars, read_scalars, run_dirs, run_torchrun, script_env, torchrun_env
+from helpers import (
+    MULTIGPU_RUN,
+    ROOT,
+    assert_same_scalars,
+    read_scalars,
+    run_dirs,
+    script_env,
+    torchrun_env,
+)
 
 TEMPLATE = ROOT / "benchmark" / "ppo.slurm_template"
 SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
@@ -305,20 +313,15 @@ def test_a_requeued_task_continues_its_run_bitwise(slurm, tmp_path):
     assert all(torch.equal(saved[0][name], saved[1][name]) for name in saved[0])
 
 
-# Per process: two Breakout environments of 128 steps an iteration; 2 processes x 2 x 128 = 512 steps, 4 iterations.
-MULTIGPU_RUN = ["--total-timesteps", "2048", "--local-num-envs", "2", "--num-steps", "128"]
-
-
-def test_a_torchrun_task_stopped_by_a_signal_is_requeued_and_continues_bitwise(slurm, tmp_path):
+def test_a_torchrun_task_stopped_by_a_signal_is_requeued_and_continues_bitwise(
+    slurm, uninterrupted_multigpu_run, tmp_path
+):
     """ppo_atari_multigpu.py in two processes under torchrun, stopped by SIGUSR1 after its first checkpoint: both
     processes stop with 75, the runner (which runs torchrun and reads their statuses) exits with 75 where torchrun
     would exit with 1, the task is queued again and continues the run, which logs bitwise what the run that never
     stopped logs."""
-    plain, queued = tmp_path / "plain", tmp_path / "queued"
-    plain.mkdir()
+    queued = tmp_path / "queued"
     queued.mkdir()
-    flags = [*MULTIGPU_RUN, "--env-id", "BreakoutNoFrameskip-v4", "--seed", "1"]
-    run_torchrun("ppo_atari_multigpu.py", 2, *flags, cwd=plain, env=script_env())
     script = ROOT / "cleanrl" / "ppo_atari_multigpu.py"
     command = f"torchrun --standalone --nnodes=1 --nproc_per_node=2 {script} {' '.join(MULTIGPU_RUN)}"
     args = ["--env-ids", "BreakoutNoFrameskip-v4", "--num-seeds", "1", "--workers", "1", "--checkpoint-every", "1"]
@@ -336,6 +339,5 @@ def test_a_torchrun_task_stopped_by_a_signal_is_requeued_and_continues_bitwise(s
     assert "benchmark: torchrun's processes stopped after their checkpoint (exit status 75)" in text
     assert "stopped by a signal after its checkpoint: queued again" in text
     assert text.count("benchmark: continued") == 1
-    [plain_run] = run_dirs(plain)
     [queued_run] = run_dirs(queued)
-    assert_same_scalars(plain_run, queued_run)
+    assert_same_scalars(uninterrupted_multigpu_run, queued_run)

@@ -1,7 +1,9 @@
 """What the tests share: running a script as a user would, and reading back what it logged."""
 
+import contextlib
 import functools
 import hashlib
+import importlib.abc
 import json
 import os
 import runpy
@@ -292,15 +294,58 @@ def fake_hub_env(tmp_path, **extra):
     return script_env(PYTHONPATH=pythonpath, FAKE_HUB_RECORD=str(record), FAKE_HUB_FILES=files, **extra), record
 
 
+def hiding_folder(folder, *packages):
+    """`folder`, made, with a package of each name in `packages` that fails to import as a missing one: first on a
+    process's path, it hides those packages from that process, even where they are installed."""
+    for package in packages:
+        (Path(folder) / package).mkdir(parents=True)
+        missing = f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n"
+        (Path(folder) / package / "__init__.py").write_text(missing)
+    return Path(folder)
+
+
 def without_cleanrl_utils_env(tmp_path, **extra):
     """A script environment (script_env(**extra)) in which cleanrl_utils cannot be imported, even where this
-    project is installed: a package of that name comes first on the path and fails to import as a missing one."""
-    hidden = Path(tmp_path) / "no_cleanrl_utils"
-    (hidden / "cleanrl_utils").mkdir(parents=True)
-    missing = 'raise ModuleNotFoundError("No module named \'cleanrl_utils\'", name="cleanrl_utils")\n'
-    (hidden / "cleanrl_utils" / "__init__.py").write_text(missing)
+    project is installed (hiding_folder)."""
+    hidden = hiding_folder(Path(tmp_path) / "no_cleanrl_utils", "cleanrl_utils")
     pythonpath = os.pathsep.join(p for p in (str(hidden), extra.pop("PYTHONPATH", "")) if p)
     return script_env(PYTHONPATH=pythonpath, **extra)
+
+
+class MissingPackages(importlib.abc.MetaPathFinder):
+    """First among this process's finders, it answers an import of `packages` (or of a module in one) as Python
+    answers for a package that is not installed."""
+
+    def __init__(self, packages):
+        self.packages = set(packages)
+
+    def find_spec(self, name, path=None, target=None):
+        package = name.partition(".")[0]
+        if package in self.packages:
+            raise ModuleNotFoundError(f"No module named '{package}'", name=package)
+        return None  # the other finders look for it
+
+
+@contextlib.contextmanager
+def packages_hidden(*packages):
+    """In this process while it lasts, `packages` cannot be imported, as if they were not installed (what
+    hiding_folder does for a process started with it); the modules of theirs imported before come back after."""
+
+    def hidden(name):
+        return name.partition(".")[0] in packages
+
+    saved = {name: module for name, module in sys.modules.items() if hidden(name)}
+    for name in saved:
+        del sys.modules[name]
+    finder = MissingPackages(packages)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for name in [name for name in sys.modules if hidden(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
 
 
 # ---- conformance records (tests/conformance/README.md) -------------------------------------------------------------

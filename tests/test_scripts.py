@@ -23,8 +23,10 @@ from helpers import (
     assert_user_error,
     check_smoke_run,
     fake_hub_env,
+    hiding_folder,
     load_script,
     only_run_dir,
+    packages_hidden,
     read_scalars,
     run_as_main,
     run_python,
@@ -270,13 +272,19 @@ OFFERED = [
 ]
 
 
-def run_stopped_early(script, args, cwd, capfd):
-    """Runs a script that should stop before any work: in this process (helpers.run_as_main), where its imports
-    are made already, but for Isaac Gym's stand-in, which as the real one loads only before torch, in a process
-    of its own."""
+def run_stopped_early(script, args, cwd, capfd, path=None, hidden=()):
+    """Runs a script (from cleanrl/, or from `path`) that should stop before any work, the packages `hidden` missing
+    as if not installed: in this process (helpers.run_as_main, helpers.packages_hidden), where its imports are made
+    already; but where the script runs with a path of its own (Isaac Gym's stand-in, which as the real one loads only
+    before torch, and PettingZoo's short games), in a process of its own, the packages hidden by a folder beside
+    `cwd` (helpers.hiding_folder)."""
+    path = path or SCRIPTS / script.file
     if "PYTHONPATH" in script.env:
-        return run_script(script.file, *args, cwd=cwd, check=False, timeout=300, env=script_run_env(script))
-    return run_as_main(script.file, *args, cwd=cwd, capfd=capfd)
+        folders = [hiding_folder(cwd.parent / "hidden", *hidden)] if hidden else []
+        env = script_run_env(script, *folders)
+        return run_script(path, *args, cwd=cwd, check=False, timeout=300, env=env)
+    with packages_hidden(*hidden):
+        return run_as_main(path, *args, cwd=cwd, capfd=capfd)
 
 
 @pytest.mark.parametrize(("script", "bad"), OFFERED)
@@ -296,15 +304,14 @@ def test_unknown_environment_is_one_line_and_exit_2(script, tmp_path, capfd):
 
 
 @pytest.mark.parametrize("script", TABLE, ids=str)
-def test_upload_without_cleanrl_utils_stops_before_training(script, tmp_path):
-    """The script copied alone, cleanrl_utils nowhere on the path, run from another folder: --upload-model needs
+def test_upload_without_cleanrl_utils_stops_before_training(script, tmp_path, capfd):
+    """The script copied alone, cleanrl_utils nowhere to be imported, run from another folder: --upload-model needs
     the package, and one line says how to install it before any training starts."""
     alone, elsewhere = tmp_path / "alone", tmp_path / "elsewhere"
     alone.mkdir(), elsewhere.mkdir()
     (alone / script.file).write_text((SCRIPTS / script.file).read_text())
-    env = without_cleanrl_utils_env(tmp_path, **script.env)
     args = [*script.args, "--save-model", "--upload-model"]
-    proc = run_script(alone / script.file, *args, cwd=elsewhere, check=False, timeout=300, env=env)
+    proc = run_stopped_early(script, args, elsewhere, capfd, path=alone / script.file, hidden=["cleanrl_utils"])
     assert_user_error(proc, f"{script.file}: error:", "cleanrl_utils", "pip install -e .")
     assert list(elsewhere.iterdir()) == [], "no training may start"
 
@@ -357,16 +364,13 @@ MISSING_EXTRAS = {
 
 
 @pytest.mark.parametrize("script", [s for s in TABLE if s.name in MISSING_EXTRAS], ids=str)
-def test_a_missing_optional_dependency_is_one_line_and_exit_2(script, tmp_path):
+def test_a_missing_optional_dependency_is_one_line_and_exit_2(script, tmp_path, capfd):
     """The import guard speaks as every other error does: `{script}: error:`, the missing package, the extra."""
     package, hint = MISSING_EXTRAS[script.name]
-    hidden = tmp_path / "hidden"
-    (hidden / package).mkdir(parents=True)
-    (hidden / package / "__init__.py").write_text(f"raise ModuleNotFoundError('hidden', name={package!r})\n")
     work = tmp_path / "work"
     work.mkdir()
     args = ["--total-timesteps", "0"]  # were the package found, the argument check would stop it with another error
-    proc = run_script(script.file, *args, cwd=work, check=False, timeout=300, env=script_run_env(script, hidden))
+    proc = run_stopped_early(script, args, work, capfd, hidden=[package])
     assert_user_error(proc, f"{script.file}: error: {package} is missing", hint)
     assert list(work.iterdir()) == []
 

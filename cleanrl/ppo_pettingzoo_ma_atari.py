@@ -137,7 +137,8 @@ def make_env(env_id, num_envs, capture_video, run_name):
     return envs
 
 
-def finished_episodes_by_env(infos):  # [(sub-environment, return, length)] of the episodes that ended this step
+def finished_episodes_by_env(infos):
+    """[(sub-environment, return, length)] of the episodes that ended in this step, from the vector statistics."""
     ended = np.flatnonzero(infos.get("_episode", ()))
     return [(i, infos["episode"]["r"][i].item(), infos["episode"]["l"][i].item()) for i in ended.tolist()]
 
@@ -171,12 +172,14 @@ class Agent(nn.Module):
         self.critic = layer_init(nn.Linear(features, 1), std=1)
 
     def get_value(self, obs):
-        return self.critic(self.network(obs.permute((0, 3, 1, 2)) / 255.0))
+        scaled = obs / 255.0  # see get_action_and_value
+        return self.critic(self.network(scaled.permute((0, 3, 1, 2))))
 
     def get_action_and_value(self, obs, action=None):
         """Samples an action (or takes the one given, to score it again) and returns it with its log-probability,
         the policy's entropy and the critic's value."""
-        hidden = self.network(obs.permute((0, 3, 1, 2)) / 255.0)  # channels first; frames and player planes to [0, 1]
+        scaled = obs / 255.0  # pixels scaled to [0, 1]; the indicator planes' 255 to 1
+        hidden = self.network(scaled.permute((0, 3, 1, 2)))  # SuperSuit's channels come last, torch's first
         logits = self.actor(hidden)
         policy = Categorical(logits=logits)
         if action is None:

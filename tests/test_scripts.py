@@ -183,8 +183,11 @@ def script_run_env(script, *paths):
     """The environment `script` runs in here: script_env with the script's own variables, `paths` first on its
     PYTHONPATH."""
     env = dict(script.env)
-    if pythonpath := os.pathsep.join([*map(str, paths), *([env["PYTHONPATH"]] if "PYTHONPATH" in env else [])]):
-        env["PYTHONPATH"] = pythonpath
+    search_path = [str(path) for path in paths]
+    if "PYTHONPATH" in env:
+        search_path.append(env["PYTHONPATH"])
+    if search_path:
+        env["PYTHONPATH"] = os.pathsep.join(search_path)
     return script_env(**env)
 
 

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -73,6 +74,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def no_jax_traces_of_other_tests():
+    """Each test starts with JAX's in-process caches empty, where JAX is loaded. jaxlib 0.10.2 calls any two
+    registered dataclass trees of one shape equal, whatever their classes, so a cache that already holds a trace
+    made for one script's AgentParams can hand it to another script's, run in this process, and the program fails
+    with "different types at key path" (it did once in CI, in test_ppo_atari_envpool_xla_jax.py). A script run
+    alone in its process, as users run it, has no two such classes of one shape."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()
 
 
 def pytest_report_header(config):

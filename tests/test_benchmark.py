@@ -135,7 +135,7 @@ def test_with_this_interpreter_changes_only_a_leading_python():
         assert benchmark.with_this_interpreter(command) == command
 
 
-# A stand-in training script with what the runner relies on (cleanrl_utils/checkpoint.py does this for the real
+# A stand-in training script with what the runner relies on (cleanrl_utils/checkpoint/ does this for the real
 # scripts): a run folder per run, a checkpoint whose header holds its flags, its iteration, whether it finished and
 # the sha256 of the script, --checkpoint-every and --resume FOLDER.
 STANDIN_TRAINING = """
@@ -234,7 +234,7 @@ def test_another_command_is_another_run(tmp_path):
 
 
 def test_the_runner_and_the_scripts_agree_on_what_a_continued_run_may_change():
-    """scripts.OPERATIONAL is what --resume accepts in a changed value (checkpoint.py) and what the runner leaves
+    """scripts.OPERATIONAL is what --resume accepts in a changed value (checkpoint/flags.py) and what the runner leaves
     out when it matches a command with an earlier attempt: every script has those fields, the switches as booleans."""
     for name in script_names():
         fields = {field.name: field.type for field in dataclasses.fields(load_script(name).Args)}

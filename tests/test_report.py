@@ -135,7 +135,7 @@ def test_curves_are_interpolated_onto_a_common_grid():
 
 
 def test_a_resumed_run_reads_as_it_went_on_without_a_warning(tmp_path, caplog, monkeypatch):
-    """A run stopped after logging episodes 1-8 and resumed from its checkpoint at step 500 (as checkpoint.py does:
+    """A run stopped after logging episodes 1-8 and resumed from its checkpoint at step 500 (as checkpoint/run.py does:
     purge_step) logs its own steps 500-800 again: the reader keeps the resumed ones and says nothing about it."""
     name = "CartPole-v1__ppo__1__100"
     write_run(tmp_path, name, [1.0] * 8).close()

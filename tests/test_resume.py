@@ -1,4 +1,4 @@
-"""--checkpoint-every and --resume (CONVENTIONS §7, cleanrl_utils/checkpoint.py): a run killed with SIGKILL after its
+"""--checkpoint-every and --resume (CONVENTIONS §7, cleanrl_utils/checkpoint/): a run killed with SIGKILL after its
 second checkpoint, then resumed, logs bitwise the scalars of the run that never stopped (every tag but charts/SPS,
 every step once) and saves the same model; a kill in the middle of a checkpoint's write leaves the previous one; every
 bad --resume ends in one line and exit 2, writing nothing."""
@@ -381,8 +381,11 @@ def test_a_crafted_checkpoint_is_refused_and_runs_nothing(cartpole, tmp_path, ca
     proc = run_as_main("ppo.py", "--resume", run_dir, cwd=tmp_path, capfd=capfd)
     assert_user_error(proc, "ppo.py: error: --resume:", "holds more than plain data (loading it would run code)")
     assert not created.exists()
-    source = (ROOT / "cleanrl_utils" / "checkpoint.py").read_text()
-    assert "pickle.load" not in source and "weights_only=False" not in source
+    parts = sorted((ROOT / "cleanrl_utils" / "checkpoint").glob("*.py"))
+    assert len(parts) > 1
+    for part in parts:
+        source = part.read_text()
+        assert "pickle.load" not in source and "weights_only=False" not in source, part.name
 
 
 def edited_copy(tmp_path, old=None, new=None):

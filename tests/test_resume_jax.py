@@ -1,4 +1,4 @@
-"""--checkpoint-every and --resume in the JAX scripts (CONVENTIONS §7, the JAX block of cleanrl_utils/checkpoint.py):
+"""--checkpoint-every and --resume in the JAX scripts (CONVENTIONS §7, cleanrl_utils/checkpoint/jax_calls.py):
 EnvPool's environments step inside XLA, so the learner resumes exactly and the environments restart. A tiny run of
 each, killed with SIGKILL after its second checkpoint, then resumed: one line says the environments restart, every
 step is logged once up to the run's last, the learning rate's annealing goes on from the checkpoint; the learner that

@@ -1,5 +1,5 @@
 """--checkpoint-every and --resume where a run is more than one process and one vector environment (CONVENTIONS §7,
-cleanrl_utils/checkpoint.py): ppo_atari_multigpu.py under torchrun, killed with SIGKILL after its second complete
+cleanrl_utils/checkpoint/): ppo_atari_multigpu.py under torchrun, killed with SIGKILL after its second complete
 checkpoint and resumed, logs bitwise what the run that never stopped logs, and every process goes on bitwise from
 its own part; ppo_pettingzoo_ma_atari.py, ppo_continuous_action_isaacgym.py (on its stand-in) and the two Gym-μRTS
 scripts resume the learner exactly and restart their environments, as tests/test_resume.py's learner-exact cases."""

@@ -73,8 +73,8 @@ def test_setup_installs_this_project_so_cleanrl_utils_imports_anywhere():
 
 def test_the_wheel_ships_the_licence_and_the_credits(tmp_path):
     """The MIT licence asks that its notice travel with every copy: the wheel carries LICENSE (with the notices of
-    the projects whose design this one follows) and CREDITS.md. Built with hatchling from the dev requirements,
-    without the network."""
+    the projects whose design this one follows), CREDITS.md, and NOTICE, the Apache 2.0 attribution that
+    ppo_procgen.py's network needs. Built with hatchling from the dev requirements, without the network."""
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
         capture_output=True,
@@ -84,5 +84,5 @@ def test_the_wheel_ships_the_licence_and_the_credits(tmp_path):
     (wheel,) = tmp_path.glob("cleanrl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     licences = sorted(name.rsplit("/", 1)[-1] for name in names if ".dist-info/licenses/" in name)
-    assert licences == ["CREDITS.md", "LICENSE"], names
+    assert licences == ["CREDITS.md", "LICENSE", "NOTICE"], names
     assert "CleanRL developers" in (ROOT / "LICENSE").read_text()

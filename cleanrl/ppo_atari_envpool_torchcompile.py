@@ -1,5 +1,6 @@
 # ppo_atari_envpool.py, compiled by torch.compile; explained in docs/ppo.md#ppo_atari_envpool_torchcompilepy
-# Follows CleanRL's ppo_atari_envpool.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
+# Follows CleanRL's ppo_atari_envpool.py (MIT licence, (c) 2019 CleanRL developers)
+# and the design of LeanRL's _torchcompile scripts (MIT licence, (c) 2024 LeanRL developers); see CREDITS.md
 import logging
 import os
 import random
@@ -242,7 +243,7 @@ def estimate_advantages(next_value, done, rollout_rewards, rollout_dones, rollou
 
 
 def update(agent, optimizer, obs, actions, logprobs, advantages, returns, values):
-    """The parent script's gradient step on one minibatch, in a function that torch.compile compiles whole: the
+    """The parent script's gradient step on one minibatch, in a function of its own for torch.compile to compile: the
     losses, their backward pass, the gradient clipping and Adam's step. Returns the figures the script logs."""
     # the policy as it is now, on the actions the rollout took
     _, new_logprob, entropy, new_value = agent.get_action_and_value(obs, actions)

@@ -1,5 +1,6 @@
 # ppo_continuous_action.py, compiled by torch.compile; explained in docs/ppo.md#ppo_continuous_action_torchcompilepy
-# Follows CleanRL's ppo_continuous_action.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
+# Follows CleanRL's ppo_continuous_action.py (MIT licence, (c) 2019 CleanRL developers)
+# and the design of LeanRL's _torchcompile scripts (MIT licence, (c) 2024 LeanRL developers); see CREDITS.md
 import contextlib
 import importlib.util
 import io
@@ -194,7 +195,7 @@ class Agent(nn.Module):
 
 
 def update(agent, optimizer, obs, actions, logprobs, advantages, returns, values):
-    """The parent script's gradient step on one minibatch, in a function that torch.compile compiles whole: the
+    """The parent script's gradient step on one minibatch, in a function of its own for torch.compile to compile: the
     losses, their backward pass, the gradient clipping and Adam's step. Returns the figures the script logs."""
     # the policy as it is now, on the actions the rollout took
     _, new_logprob, entropy, new_value = agent.get_action_and_value(obs, actions)

@@ -1,5 +1,5 @@
-# PPO on Procgen's generated games, through the IMPALA network; explained in docs/ppo.md#ppo_procgenpy
-# Follows CleanRL's ppo_procgen.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
+# PPO on Procgen's games, through the IMPALA network of AIcrowd's starter kit; explained in docs/ppo.md#ppo_procgenpy
+# Follows CleanRL's ppo_procgen.py (MIT licence, (c) 2019 CleanRL developers) and the kit (Apache 2.0); see NOTICE
 import contextlib
 import os
 import random
@@ -32,7 +32,7 @@ class Args:
     exp_name: str = Path(__file__).stem
     """name of the experiment, part of the run's folder name (the script's file name by default)"""
     seed: int = 1
-    """seed for Python, NumPy, torch and the environments (environment i gets seed + i)"""
+    """seed for Python, NumPy, torch and Procgen (one seed for all its games: Procgen draws their levels from it)"""
     torch_deterministic: bool = True
     """ask cuDNN for deterministic kernels (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True

@@ -1,5 +1,6 @@
 # ppo.py, compiled by torch.compile; explained in docs/ppo.md#ppo_torchcompilepy
-# Follows CleanRL's ppo.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
+# Follows CleanRL's ppo.py (MIT licence, (c) 2019 CleanRL developers)
+# and the design of LeanRL's _torchcompile scripts (MIT licence, (c) 2024 LeanRL developers); see CREDITS.md
 import logging
 import os
 import random
@@ -52,7 +53,7 @@ class Args:
     resume_changed_code: bool = False
     """with --resume, go on although the code changed since the checkpoint: its learner, fresh environments"""
     compile: bool = True
-    """compile the acting step, the minibatch update and, on a GPU, GAE with torch.compile (--no-compile: all eager)"""
+    """compile the acting step and the minibatch update with torch.compile (--no-compile: run both eagerly)"""
     cudagraphs: bool = False
     """on a GPU, also replay the compiled steps as CUDA graphs, which saves launching each small kernel"""
 
@@ -201,7 +202,7 @@ def estimate_advantages(next_value, done, rollout_rewards, rollout_dones, rollou
 
 
 def update(agent, optimizer, obs, actions, logprobs, advantages, returns, values):
-    """The parent script's gradient step on one minibatch, in a function that torch.compile compiles whole: the
+    """The parent script's gradient step on one minibatch, in a function of its own for torch.compile to compile: the
     losses, their backward pass, the gradient clipping and Adam's step. Returns the figures the script logs."""
     # the policy as it is now, on the actions the rollout took
     _, new_logprob, entropy, new_value = agent.get_action_and_value(obs, actions)

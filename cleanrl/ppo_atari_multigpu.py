@@ -37,7 +37,7 @@ class Args:
     exp_name: str = Path(__file__).stem
     """name of the experiment, part of the run's folder name (the script's file name by default)"""
     seed: int = 1
-    """seed for Python, NumPy, torch and the environments (environment i gets seed + i)"""
+    """seed of the weights; process r then draws from seed + r, and its environment i gets seed + r + i by default"""
     torch_deterministic: bool = True
     """ask cuDNN for deterministic kernels (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True

@@ -10,21 +10,34 @@ such as dm_control/cartpole-balance-v0, puts the folder one level deeper). A run
 last 100 values of --metric (its last 100 episodes); a table cell is the mean ± standard deviation of the scores
 across seeds, the standard deviation being numpy's default, the population one (ddof=0).
 
---compare BASELINE CANDIDATE asks whether two variants learn the same, as rliable's authors recommend reporting
-it (Agarwal et al., 2021): for each environment the interquartile mean (IQM, the mean of the middle half) of each
-side's run scores with a 95% bootstrap confidence interval (runs resampled with replacement, percentile interval),
-the difference of the mean scores (candidate - baseline) with its 95% bootstrap interval, and a verdict: equivalent
-when that interval contains 0 and lies within ±--margin (10%) of the baseline's mean. It writes equivalence.md and
-the two curves, mean ± one std across seeds, in equivalence_steps.png.
+--compare BASELINE CANDIDATE asks whether two variants learn the same, by an equivalence test: Schuirmann's two
+one-sided tests (TOST) at level --alpha (0.05), which call the two equivalent when the (1 - 2 alpha) Welch interval
+of the difference of the mean scores (candidate - baseline) lies inside ±delta, the margin: --margin-abs in the
+score's units, or --margin (0.1) times the baseline's mean. The verdict is "equivalent" (the interval inside
+±delta), "not equivalent, better" or "not equivalent, worse" (the interval wholly above +delta or below -delta),
+or "inconclusive" (anything else: more seeds may decide). Beside it, for description, each side's interquartile
+mean (IQM, the mean of the middle half) with a 95% bootstrap interval. It writes equivalence.md and the two curves,
+mean ± one std across seeds, in equivalence_steps.png.
+
+--protocol FILE reads a comparison planned before its runs (benchmark/protocols/): the variants, the environment,
+the steps, the score, delta, alpha, the seeds and, if the data are read more than once, the looks, whose levels
+O'Brien-Fleming-type alpha spending sets. The report checks that the runs follow it and applies it.
+
+    python -m cleanrl_utils.report --protocol benchmark/protocols/ppo_torchcompile_cartpole.toml
+    python -m cleanrl_utils.report --power 300 --margin-abs 238   # the seeds a side that delta needs
 """
 
+import datetime
 import json
 import logging
 import math
 import re
+import statistics
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import tyro
@@ -54,10 +67,23 @@ class Args:
     """also count runs that stopped (or are still running) before their --total-timesteps"""
     compare: list[str] = field(default_factory=list)
     """two variants, BASELINE CANDIDATE: test whether they learn the same instead of the table (see above)"""
-    margin: float = 0.1
-    """with --compare: the largest difference of means, as a fraction of the baseline's, that counts as the same"""
+    margin: float | None = None
+    """with --compare: the margin delta as a fraction of the baseline's mean score (0.1 unless --margin-abs is given)"""
+    margin_abs: float | None = None
+    """with --compare or --power: the margin delta in the score's own units"""
+    alpha: float | None = None
+    """with --compare or --power: the level of each one-sided test, the interval being 1 - 2 alpha (0.05: 90%)"""
+    protocol: str | None = None
+    """with --compare (or alone): a planned comparison's TOML file; its variants, delta, alpha and looks apply"""
+    score: Literal["last", "auc"] = "last"
+    """a run's score: "last", its average --metric over its last --last-episodes values; "auc", the mean of its
+    learning curve over all its steps (the area under it over the steps run)"""
+    power: float | None = None
+    """print the seeds a side that --margin-abs needs when a run's score has this standard deviation, and stop"""
+    target_power: float = 0.8
+    """with --power: the chance of calling two variants that do not differ equivalent"""
     bootstrap_samples: int = 10000
-    """with --compare: resamples for the confidence intervals (drawn from a fixed seed: the same files, the same
+    """with --compare: resamples for the IQMs' intervals (drawn from a fixed seed: the same files, the same
     intervals)"""
 
 
@@ -77,6 +103,8 @@ class RunLog:
     """the largest step of any scalar the run logged"""
     planned_steps: int | None = None
     """the step the run would log last when finished (from its hyperparameters text), None when unknown"""
+    total_timesteps: int | None = None
+    """the run's --total-timesteps (from its hyperparameters text), None when unknown"""
 
     @property
     def finished(self) -> bool:
@@ -120,15 +148,28 @@ def find_runs(runs_dir: Path, exp_names: list[str], env_ids: list[str]) -> list[
     return runs
 
 
+def hyperparameter_cells(hyperparameters: str) -> dict[str, str]:
+    """{name: value} from the hyperparameters table the scripts log as text."""
+    return dict(re.findall(r"^\|(\w+)\|([^|]*)\|$", hyperparameters, flags=re.MULTILINE))
+
+
 def planned_last_step(hyperparameters: str) -> int | None:
     """The global step of a run's last iteration, from the hyperparameters table the scripts log as text:
     total_timesteps rounded down to whole batches (num_iterations = total_timesteps // batch_size)."""
-    cells = dict(re.findall(r"^\|(\w+)\|([^|]*)\|$", hyperparameters, flags=re.MULTILINE))
+    cells = hyperparameter_cells(hyperparameters)
     try:
         total, batch = int(cells["total_timesteps"]), int(cells["batch_size"])
     except (KeyError, ValueError):
         return None
     return total // batch * batch if batch > 0 else None
+
+
+def logged_total_timesteps(hyperparameters: str) -> int | None:
+    """The run's total_timesteps from its hyperparameters text, None when it has none."""
+    try:
+        return int(hyperparameter_cells(hyperparameters)["total_timesteps"])
+    except (KeyError, ValueError):
+        return None
 
 
 def event_reader(folder: Path):
@@ -156,9 +197,11 @@ def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str, r
     scalars = events[metric]
     order = np.argsort([e.step for e in scalars], kind="stable")
     planned = None
+    total_timesteps = None
     if "hyperparameters/text_summary" in accumulator.Tags()["tensors"]:
         text = accumulator.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
         planned = planned_last_step(text)
+        total_timesteps = logged_total_timesteps(text)
     return RunLog(
         path=folder,
         env_id=env_id,
@@ -170,12 +213,32 @@ def load_run(folder: Path, env_id: str, exp_name: str, seed: int, metric: str, r
         runtime_minutes=(end - start) / 60,
         last_step=max(e[-1].step for e in events.values() if e),
         planned_steps=planned,
+        total_timesteps=total_timesteps,
     )
 
 
 def run_score(values: np.ndarray, last_episodes: int) -> float:
     """The average of the last `last_episodes` values (all of them when there are fewer)."""
     return float(np.mean(values[-last_episodes:]))
+
+
+def curve_mean(steps: np.ndarray, values: np.ndarray, last_step: int) -> float:
+    """The area under a run's learning curve divided by its steps: the mean return over steps 0 to `last_step`,
+    the curve joining the episodes' returns (those ending at one step averaged) by straight lines, flat before the
+    first episode and after the last."""
+    x, y = merge_repeats(steps, values)
+    inside = x <= last_step
+    x = np.concatenate([[0.0], x[inside], [float(last_step)]])
+    y = np.concatenate([[y[0]], y[inside], [y[inside][-1] if inside.any() else y[0]]])
+    return float(np.trapezoid(y, x) / last_step) if last_step > 0 else float(y[0])
+
+
+def scores_of(runs: list[RunLog], score: str, last_episodes: int) -> np.ndarray:
+    """Each run's score: "last", the average of its last `last_episodes` values; "auc", `curve_mean` up to its
+    planned last step (the last step it logged when the plan is unknown)."""
+    if score == "auc":
+        return np.array([curve_mean(run.steps, run.values, run.planned_steps or run.last_step) for run in runs])
+    return np.array([run_score(run.values, last_episodes) for run in runs])
 
 
 def summarise(runs: list[RunLog], last_episodes: int) -> Summary:
@@ -275,73 +338,426 @@ def resampled(scores: np.ndarray, samples: int, rng: np.random.Generator) -> np.
     return scores[rng.integers(0, len(scores), size=(samples, len(scores)))]
 
 
+# ---- statistics for --compare: Student's t, Welch's interval, TOST, power, group-sequential levels ---------------
+
+
+def regularized_beta(x, a, b) -> np.ndarray:
+    """The regularized incomplete beta function I_x(a, b), elementwise, from its continued fraction (evaluated by
+    the modified Lentz method), on whichever of x and 1 - x makes the fraction converge fast."""
+    x, a, b = np.broadcast_arrays(*(np.asarray(value, dtype=np.float64) for value in (x, a, b)))
+    swap = x > (a + 1) / (a + b + 2)
+    x_used = np.where(swap, 1 - x, x)
+    a_used = np.where(swap, b, a)
+    b_used = np.where(swap, a, b)
+    log_gamma = np.frompyfunc(math.lgamma, 1, 1)
+    log_beta = np.asarray(log_gamma(a_used) + log_gamma(b_used) - log_gamma(a_used + b_used), dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        log_front = a_used * np.log(x_used) + b_used * np.log1p(-x_used) - log_beta
+    fraction = beta_continued_fraction(x_used, a_used, b_used)
+    value = np.exp(log_front) * fraction / a_used
+    value = np.where(x_used <= 0, 0.0, value)
+    return np.where(swap, 1 - value, value)
+
+
+def beta_continued_fraction(x: np.ndarray, a: np.ndarray, b: np.ndarray, terms: int = 1000) -> np.ndarray:
+    """The continued fraction of I_x(a, b) (without its front factor), for x < (a + 1) / (a + b + 2)."""
+    smallest = 1e-300
+
+    def not_zero(value):
+        return np.where(np.abs(value) < smallest, smallest, value)
+
+    numerator_ratio = np.ones_like(x)
+    denominator_ratio = 1 / not_zero(1 - (a + b) * x / (a + 1))
+    result = denominator_ratio.copy()
+    for m in range(1, terms + 1):
+        even_term = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        denominator_ratio = 1 / not_zero(1 + even_term * denominator_ratio)
+        numerator_ratio = not_zero(1 + even_term / numerator_ratio)
+        result *= denominator_ratio * numerator_ratio
+        odd_term = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        denominator_ratio = 1 / not_zero(1 + odd_term * denominator_ratio)
+        numerator_ratio = not_zero(1 + odd_term / numerator_ratio)
+        step = denominator_ratio * numerator_ratio
+        result *= step
+        if np.all(np.abs(step - 1) < 1e-15):
+            break
+    return result
+
+
+def student_t_sf(t, df) -> np.ndarray:
+    """P(T > t) for Student's t with `df` degrees of freedom (any positive real), elementwise."""
+    t, df = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(df, dtype=np.float64))
+    both_tails = regularized_beta(df / (df + t * t), df / 2, 0.5)
+    return np.where(t >= 0, both_tails / 2, 1 - both_tails / 2)
+
+
+def student_t_upper(tail, df) -> np.ndarray:
+    """The t with P(T > t) = tail, for 0 < tail <= 0.5, elementwise, by bisection (relative error about 1e-15).
+    Taking the tail rather than 1 - tail keeps tiny levels, such as an early look's, from rounding to 1."""
+    tail, df = np.broadcast_arrays(np.asarray(tail, dtype=np.float64), np.asarray(df, dtype=np.float64))
+    low = np.zeros_like(tail)
+    high = np.ones_like(tail)
+    while np.any(student_t_sf(high, df) > tail):
+        high = np.where(student_t_sf(high, df) > tail, 2 * high, high)
+    for _ in range(60):
+        middle = (low + high) / 2
+        above = student_t_sf(middle, df) > tail
+        low = np.where(above, middle, low)
+        high = np.where(above, high, middle)
+    return (low + high) / 2
+
+
+def normal_sf(z) -> np.ndarray:
+    """P(Z > z) for the standard normal, elementwise."""
+    erfc = np.frompyfunc(math.erfc, 1, 1)
+    return np.asarray(erfc(np.asarray(z, dtype=np.float64) / math.sqrt(2)), dtype=np.float64) / 2
+
+
+@dataclass
+class Welch:
+    """Welch's interval of mean(candidate) - mean(baseline), along the last axis of the scores."""
+
+    difference: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    standard_error: np.ndarray
+    df: np.ndarray
+    """Welch-Satterthwaite degrees of freedom"""
+
+
+def welch_interval(baseline, candidate, alpha: float) -> Welch:
+    """The two-sided (1 - 2 alpha) Welch t interval of the difference of means (candidate - baseline): each side's
+    sample variance (ddof=1) over its size, the two summed, with the Welch-Satterthwaite degrees of freedom. The
+    scores may carry leading axes (one interval per row, as a simulation needs)."""
+    baseline = np.asarray(baseline, dtype=np.float64)
+    candidate = np.asarray(candidate, dtype=np.float64)
+    base_share = baseline.var(axis=-1, ddof=1) / baseline.shape[-1]
+    cand_share = candidate.var(axis=-1, ddof=1) / candidate.shape[-1]
+    variance = base_share + cand_share
+    df_denominator = base_share**2 / (baseline.shape[-1] - 1) + cand_share**2 / (candidate.shape[-1] - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(df_denominator > 0, variance**2 / df_denominator, np.inf)
+    df = np.minimum(df, 1e6)
+    standard_error = np.sqrt(variance)
+    difference = candidate.mean(axis=-1) - baseline.mean(axis=-1)
+    reach = student_t_upper(alpha, df) * standard_error
+    return Welch(difference, difference - reach, difference + reach, standard_error, df)
+
+
+def tost_p_value(welch: Welch, margin: float) -> np.ndarray:
+    """The larger of the two one-sided tests' p-values: that the difference is at most -margin, and that it is at
+    least +margin (Schuirmann's two one-sided tests). Below alpha exactly when the (1 - 2 alpha) interval lies
+    inside (-margin, +margin)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above_lower = student_t_sf((welch.difference + margin) / welch.standard_error, welch.df)
+        below_upper = student_t_sf((margin - welch.difference) / welch.standard_error, welch.df)
+    return np.maximum(above_lower, below_upper)
+
+
+EQUIVALENT = "equivalent"
+BETTER = "not equivalent, better"
+WORSE = "not equivalent, worse"
+INCONCLUSIVE = "inconclusive"
+
+
+def tost_verdict(low: float, high: float, margin: float) -> str:
+    """Where the interval of the difference lies against ±margin: inside it, wholly above +margin, wholly below
+    -margin, or across one of its ends."""
+    if -margin < low and high < margin:
+        return EQUIVALENT
+    if low > margin:
+        return BETTER
+    if high < -margin:
+        return WORSE
+    return INCONCLUSIVE
+
+
+def seeds_needed(sd: float, margin: float, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Seeds a side for the two one-sided tests at `alpha` to call two variants equivalent with probability `power`
+    when they do not differ: the smallest n with n >= 2 sd^2 (t(1 - alpha, 2n - 2) + t(1 - (1 - power) / 2, 2n - 2))^2
+    / margin^2, where sd is a run score's standard deviation (the root mean square of the two sides' when they
+    differ). With no true difference, the estimate lands inside margin - t(1 - alpha) SE on both sides with
+    probability 2 P(T < margin / SE - t(1 - alpha)) - 1, the SE of a difference of two means of n being
+    sd sqrt(2 / n); setting that to `power` gives the formula (Chow, Shao and Wang, Sample Size Calculations in
+    Clinical Research, 2nd ed., 2008, section 3.2, with the true difference 0)."""
+    if sd <= 0 or margin <= 0:
+        raise ValueError("the standard deviation and the margin must be positive")
+    normal = statistics.NormalDist()
+    z_sum = normal.inv_cdf(1 - alpha) + normal.inv_cdf(1 - (1 - power) / 2)
+    n = max(2, math.ceil(2 * (sd * z_sum / margin) ** 2))
+    while True:
+        df = 2 * n - 2
+        t_sum = float(student_t_upper(alpha, df) + student_t_upper((1 - power) / 2, df))
+        if n >= 2 * (sd * t_sum / margin) ** 2:
+            return n
+        n += 1
+
+
+def obrien_fleming_spent(fraction, alpha: float) -> np.ndarray:
+    """The one-sided alpha spent up to information fraction t by Lan and DeMets's (1983) O'Brien-Fleming-type
+    spending function, 2 - 2 Phi(z(1 - alpha / 2) / sqrt(t)): almost nothing early, alpha at t = 1."""
+    z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
+    return 2 * normal_sf(z / np.sqrt(np.asarray(fraction, dtype=np.float64)))
+
+
+def sequential_levels(fractions: list[float], alpha: float) -> list[float]:
+    """The nominal one-sided level of each look of a group-sequential test whose looks come at the information
+    `fractions` (increasing, the last 1) and whose overall one-sided level is `alpha`, spent by the O'Brien-Fleming
+    type function. Look k's boundary c_k makes the chance of first crossing at look k, under the null, the
+    alpha spent between looks k - 1 and k; the standardized statistics Z_k are jointly normal with
+    Z_k | Z_(k-1) = u ~ N(u sqrt(t_(k-1) / t_k), 1 - t_(k-1) / t_k), and the density of not yet having crossed is
+    carried from look to look on a grid (Simpson's rule), as Armitage, McPherson and Rowe's recursion does."""
+    spent = obrien_fleming_spent(fractions, alpha)
+    levels = [float(spent[0])]
+    boundary = -statistics.NormalDist().inv_cdf(max(levels[0], 1e-300))
+    grid, weights = simpson_grid(-10.0, boundary, 0.02)
+    density = np.exp(-(grid**2) / 2) / math.sqrt(2 * math.pi)
+    for k in range(1, len(fractions)):
+        ratio = fractions[k - 1] / fractions[k]
+        spread = math.sqrt(1 - ratio)
+        mass = weights * density
+
+        def crossing(c, mass=mass, grid=grid, ratio=ratio, spread=spread):
+            return float(np.sum(mass * normal_sf((c - grid * math.sqrt(ratio)) / spread)))
+
+        target = float(spent[k] - spent[k - 1])
+        low, high = -10.0, 40.0
+        for _ in range(64):
+            middle = (low + high) / 2
+            if crossing(middle) > target:
+                low = middle
+            else:
+                high = middle
+        boundary = (low + high) / 2
+        levels.append(float(normal_sf(boundary)))
+        new_grid, new_weights = simpson_grid(-10.0, boundary, min(0.02, spread / 10))
+        shifted = (new_grid[:, None] - grid[None, :] * math.sqrt(ratio)) / spread
+        kernel = np.exp(-(shifted**2) / 2) / (spread * math.sqrt(2 * math.pi))
+        density = kernel @ mass
+        grid, weights = new_grid, new_weights
+    return levels
+
+
+def simpson_grid(start: float, stop: float, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """Points from `start` to `stop`, an odd number spaced at most `step` apart, and Simpson's rule's weights."""
+    intervals = max(2, 2 * math.ceil((stop - start) / (2 * step)))
+    points = np.linspace(start, stop, intervals + 1)
+    spacing = (stop - start) / intervals
+    weights = np.full(intervals + 1, 2.0)
+    weights[1::2] = 4.0
+    weights[0] = weights[-1] = 1.0
+    return points, weights * spacing / 3
+
+
 @dataclass
 class Equivalence:
     baseline_iqm: tuple[float, float, float]
-    """the IQM and its 95% interval"""
+    """the IQM and its 95% bootstrap interval"""
     candidate_iqm: tuple[float, float, float]
     difference: tuple[float, float, float]
-    """mean(candidate) - mean(baseline) and its 95% interval"""
-    baseline_mean: float
+    """mean(candidate) - mean(baseline) and its (1 - 2 alpha) Welch interval"""
+    margin: float
+    """delta, in the score's units"""
+    alpha: float
+    p_value: float
+    """the two one-sided tests' p-value (the larger of the two)"""
     seeds: tuple[int, int]
     verdict: str
 
 
-def equivalence(baseline: np.ndarray, candidate: np.ndarray, margin: float, samples: int, seed: int = 0):
-    """Whether two groups of run scores are the same within `margin` x |mean(baseline)|, by bootstrap."""
+def equivalence(baseline: np.ndarray, candidate: np.ndarray, margin: float, alpha: float, samples: int, seed=0):
+    """Whether two groups of run scores are the same within ±`margin` (in the scores' units), by the two one-sided
+    tests at `alpha` on Welch's interval; with each side's IQM and its bootstrap interval, for description."""
     rng = np.random.default_rng(seed)
-    base_samples = resampled(baseline, samples, rng)
-    cand_samples = resampled(candidate, samples, rng)
 
-    def with_interval(point, draws):
-        low, high = np.percentile(draws, [2.5, 97.5])
-        return float(point), float(low), float(high)
+    def iqm_with_interval(scores):
+        low, high = np.percentile(iqm(resampled(scores, samples, rng)), [2.5, 97.5])
+        return float(iqm(scores)), float(low), float(high)
 
-    difference = with_interval(
-        candidate.mean() - baseline.mean(), cand_samples.mean(axis=1) - base_samples.mean(axis=1)
-    )
-    allowed = margin * abs(baseline.mean())
-    _, low, high = difference
-    if low > 0 or high < 0:
-        verdict = "different: the interval of the difference leaves out 0"
-    elif low >= -allowed and high <= allowed:
-        verdict = f"equivalent: the interval of the difference lies within ±{margin:.0%} of the baseline's mean"
-    else:
-        verdict = f"undecided: the interval of the difference contains 0 but reaches past ±{margin:.0%}; add seeds"
+    welch = welch_interval(baseline, candidate, alpha)
+    low, high = float(welch.low), float(welch.high)
     return Equivalence(
-        baseline_iqm=with_interval(iqm(baseline), iqm(base_samples)),
-        candidate_iqm=with_interval(iqm(candidate), iqm(cand_samples)),
-        difference=difference,
-        baseline_mean=float(baseline.mean()),
+        baseline_iqm=iqm_with_interval(baseline),
+        candidate_iqm=iqm_with_interval(candidate),
+        difference=(float(welch.difference), low, high),
+        margin=margin,
+        alpha=alpha,
+        p_value=float(tost_p_value(welch, margin)),
         seeds=(len(baseline), len(candidate)),
-        verdict=verdict,
+        verdict=tost_verdict(low, high, margin),
     )
 
 
-def equivalence_table(results: dict[str, Equivalence], variants: list[str], margin: float, metric: str) -> str:
+def equivalence_table(results: dict[str, Equivalence], variants: list[str], metric: str, score: str) -> str:
     def cell(value):
         return f"{value[0]:.2f} [{value[1]:.2f}, {value[2]:.2f}]"
 
     baseline, candidate = variants
-    header = ["environment", f"{baseline} IQM", f"{candidate} IQM", "difference of means", "seeds", "verdict"]
+    levels = sorted({e.alpha for e in results.values()})
+    widths = ", ".join(f"{1 - 2 * level:.4g}".rstrip("0").rstrip(".") for level in levels)
+    header = [
+        "environment",
+        f"{baseline} IQM",
+        f"{candidate} IQM",
+        "difference of means",
+        "margin",
+        "seeds",
+        "TOST p",
+        "verdict",
+    ]
     rows = [
         [
             env_id,
             cell(e.baseline_iqm),
             cell(e.candidate_iqm),
             cell(e.difference),
+            f"±{e.margin:.2f}",
             f"{e.seeds[0]} / {e.seeds[1]}",
-            e.verdict.split(":")[0],
+            f"{e.p_value:.3g}",
+            e.verdict,
         ]
         for env_id, e in results.items()
     ]
+    scored = (
+        f"its average `{metric}` over its last values (--last-episodes)"
+        if score == "last"
+        else f"the mean of its `{metric}` curve over all its steps (the area under it over the steps run)"
+    )
     notes = (
-        f"A run's score: its average `{metric}` over its last values (--last-episodes). IQM: the mean of the middle "
-        f"half of the scores, with its 95% bootstrap interval in brackets. Difference: mean({candidate}) - "
-        f"mean({baseline}), with its 95% bootstrap interval. Equivalent: that interval contains 0 and lies within "
-        f"±{margin:.0%} of {baseline}'s mean; different: it leaves out 0; undecided: neither (more seeds may decide)."
+        f"A run's score: {scored}. IQM: the mean of the middle half of the scores, with its 95% bootstrap interval "
+        f"in brackets, for description. Difference: mean({candidate}) - mean({baseline}), with its Welch interval "
+        f"at {widths} (1 - 2 alpha). TOST p: the larger p-value of the two one-sided tests against -margin and "
+        "+margin. Equivalent: the interval lies inside ±margin; not equivalent, better or worse: it lies wholly "
+        "above +margin or below -margin; inconclusive: neither (more seeds may decide)."
     )
     return markdown_table(header, rows) + "\n\n" + notes + "\n"
+
+
+# ---- protocols: comparisons planned before their runs --------------------------------------------------------------
+
+PROTOCOL_REQUIRED = {
+    "baseline": str,
+    "candidate": str,
+    "env_id": str,
+    "total_timesteps": int,
+    "score": str,
+    "margin": (int, float),
+    "alpha": float,
+    "seeds": int,
+    "fixed": datetime.date,
+}
+PROTOCOL_OPTIONAL = {
+    "last_episodes": int,
+    "looks": list,
+    "spending": str,
+    "power": float,
+    "pilot_sd": (int, float),
+    "pilot_source": str,
+    "margin_reason": str,
+    "post_hoc": bool,
+    "history": str,
+}
+
+
+@dataclass
+class Protocol:
+    """A planned comparison (benchmark/protocols/*.toml); `looks` are the seeds a side at each reading, the last
+    of them `seeds`."""
+
+    path: Path
+    baseline: str
+    candidate: str
+    env_id: str
+    total_timesteps: int
+    score: str
+    last_episodes: int
+    margin: float
+    alpha: float
+    seeds: int
+    looks: list[int]
+    fixed: datetime.date
+    post_hoc: bool
+    levels: list[float]
+    """each look's nominal one-sided level (alpha alone for a single look)"""
+
+
+def load_protocol(path: Path) -> Protocol:
+    """Reads and checks a protocol file; a missing or malformed field is a UserError."""
+    try:
+        fields = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read the protocol {path}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"the protocol {path} is not valid TOML: {e}") from None
+    unknown = sorted(set(fields) - set(PROTOCOL_REQUIRED) - set(PROTOCOL_OPTIONAL))
+    if unknown:
+        raise UserError(f"the protocol {path} has unknown fields {unknown}: check their spelling")
+    for name, kind in {**PROTOCOL_REQUIRED, **PROTOCOL_OPTIONAL}.items():
+        if name in PROTOCOL_REQUIRED and name not in fields:
+            raise UserError(f"the protocol {path} lacks the field {name!r}")
+        if name in fields and (not isinstance(fields[name], kind) or isinstance(fields[name], bool) != (kind is bool)):
+            raise UserError(f"the protocol {path}'s field {name!r} has the wrong type: {fields[name]!r}")
+    looks = fields.get("looks", [fields["seeds"]])
+    problems = [
+        (fields["score"] not in ("last", "auc"), f'score must be "last" or "auc", not {fields["score"]!r}'),
+        (fields["margin"] <= 0, "margin must be positive (an absolute delta, in the score's units)"),
+        (not 0 < fields["alpha"] < 0.5, "alpha must lie between 0 and 0.5"),
+        (fields["seeds"] < 2, "seeds must be at least 2"),
+        (fields.get("last_episodes", 100) < 1, "last_episodes must be at least 1"),
+        (
+            not all(isinstance(n, int) and n >= 2 for n in looks) or looks != sorted(set(looks)),
+            "looks must be increasing whole numbers of seeds a side, each at least 2",
+        ),
+        (looks[-1] != fields["seeds"], f"the last look ({looks[-1]}) must be seeds ({fields['seeds']})"),
+        (fields.get("spending", "obrien-fleming") != "obrien-fleming", 'spending must be "obrien-fleming"'),
+    ]
+    for failed, message in problems:
+        if failed:
+            raise UserError(f"the protocol {path}: {message}")
+    levels = sequential_levels([n / looks[-1] for n in looks], fields["alpha"]) if len(looks) > 1 else [fields["alpha"]]
+    return Protocol(
+        path=path,
+        baseline=fields["baseline"],
+        candidate=fields["candidate"],
+        env_id=fields["env_id"],
+        total_timesteps=fields["total_timesteps"],
+        score=fields["score"],
+        last_episodes=fields.get("last_episodes", 100),
+        margin=float(fields["margin"]),
+        alpha=fields["alpha"],
+        seeds=fields["seeds"],
+        looks=looks,
+        fixed=fields["fixed"],
+        post_hoc=fields.get("post_hoc", False),
+        levels=levels,
+    )
+
+
+def check_protocol(protocol: Protocol, baseline_runs: list[RunLog], candidate_runs: list[RunLog]) -> int:
+    """Whether the runs found follow the protocol: its steps, distinct seeds on each side, and as many a side as
+    one of its looks; returns that look's index, or raises a UserError that says what differs."""
+    where = f"the protocol {protocol.path}"
+    for runs in (baseline_runs, candidate_runs):
+        unknown = [run.path.name for run in runs if run.total_timesteps is None]
+        if unknown:
+            raise UserError(f"{where} fixes the steps, but {len(unknown)} runs did not log theirs (e.g. {unknown[0]})")
+        other = [run for run in runs if run.total_timesteps != protocol.total_timesteps]
+        if other:
+            raise UserError(
+                f"{where} fixes {protocol.total_timesteps} steps, but {other[0].path.name} ran "
+                f"{other[0].total_timesteps}"
+            )
+        seeds = [run.seed for run in runs]
+        if len(set(seeds)) < len(seeds):
+            raise UserError(f"{where} counts each seed once, but {runs[0].exp_name} has a seed twice: {sorted(seeds)}")
+    counts = (len(baseline_runs), len(candidate_runs))
+    if counts[0] != counts[1] or counts[0] not in protocol.looks:
+        looks = ", ".join(str(n) for n in protocol.looks)
+        raise UserError(
+            f"{where} reads the data at {looks} seeds a side, but found {counts[0]} runs of {protocol.baseline} "
+            f"and {counts[1]} of {protocol.candidate}: run the seeds up to a planned look"
+        )
+    return protocol.looks.index(counts[0])
 
 
 def merge_repeats(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -453,6 +869,9 @@ def load_groups(runs_dir: Path, exp_names: list[str], env_ids: list[str], metric
 
 def report(args: Args) -> list[Path]:
     """Writes the table and the plots; returns the files written."""
+    if args.power is not None:
+        plan_seeds(args)
+        return []
     runs_dir = Path(args.runs_dir)
     if args.last_episodes < 1:
         raise UserError(f"--last-episodes must be at least 1, got {args.last_episodes}")
@@ -465,7 +884,7 @@ def report(args: Args) -> list[Path]:
             raise UserError(
                 "the plots need matplotlib: pip install -r requirements/requirements-plot.txt, or pass --no-plots"
             ) from None
-    if args.compare:
+    if args.compare or args.protocol:
         return compare(args, runs_dir)
     groups = load_groups(runs_dir, args.exp_names, args.env_ids, args.metric, args.include_unfinished)
     env_ids = ordered(args.env_ids, {env_id for env_id, _ in groups}, "environment")
@@ -493,29 +912,112 @@ def write_outputs(args: Args, table_name: str, table: str, groups, env_ids, vari
     return written
 
 
-def compare(args: Args, runs_dir: Path) -> list[Path]:
-    """--compare: the equivalence table and the curves of the two variants, for every environment both ran."""
-    if len(args.compare) != 2 or len(set(args.compare)) != 2:
-        raise UserError(f"--compare takes two different variants, BASELINE CANDIDATE; got {args.compare}")
-    if not 0 < args.margin < 1:
-        raise UserError(f"--margin must lie between 0 and 1 (a fraction of the baseline's mean), got {args.margin}")
+def checked_level(alpha: float | None) -> float:
+    """--alpha, 0.05 when not given."""
+    level = 0.05 if alpha is None else alpha
+    if not 0 < level < 0.5:
+        raise UserError(f"--alpha must lie between 0 and 0.5 (the level of each one-sided test), got {level}")
+    return level
+
+
+def plan_seeds(args: Args) -> None:
+    """--power SD: prints the seeds a side that --margin-abs needs at --alpha and --target-power."""
+    if args.compare or args.protocol:
+        raise UserError("--power plans a comparison before its runs; it takes no --compare or --protocol")
+    if args.margin_abs is None:
+        raise UserError("--power needs --margin-abs, the margin delta in the score's units")
+    if args.power <= 0 or args.margin_abs <= 0:
+        raise UserError(f"--power and --margin-abs must be positive, got {args.power} and {args.margin_abs}")
+    if not 0 < args.target_power < 1:
+        raise UserError(f"--target-power must lie between 0 and 1, got {args.target_power}")
+    alpha = checked_level(args.alpha)
+    seeds = seeds_needed(args.power, args.margin_abs, alpha, args.target_power)
+    print(
+        f"{seeds} seeds a side: where the two variants do not differ and a run's score has standard deviation "
+        f"{args.power:g}, the two one-sided tests at alpha {alpha:g} (the {1 - 2 * alpha:.0%} interval inside "
+        f"±{args.margin_abs:g}) call them equivalent with probability {args.target_power:.0%} or more"
+    )
+
+
+def compare_settings(args: Args) -> tuple[list[str], Protocol | None]:
+    """The two variants and the protocol (None without --protocol), after checking the flags --compare takes."""
     if args.bootstrap_samples < 100:
         raise UserError(f"--bootstrap-samples must be at least 100, got {args.bootstrap_samples}")
-    groups = load_groups(runs_dir, args.compare, args.env_ids, args.metric, args.include_unfinished)
-    both = {env_id for env_id, _ in groups if all((env_id, variant) in groups for variant in args.compare)}
+    if args.protocol is None:
+        if len(args.compare) != 2 or len(set(args.compare)) != 2:
+            raise UserError(f"--compare takes two different variants, BASELINE CANDIDATE; got {args.compare}")
+        if args.margin is not None and args.margin_abs is not None:
+            raise UserError("give --margin (a fraction of the baseline's mean) or --margin-abs, not both")
+        if args.margin is not None and not 0 < args.margin < 1:
+            raise UserError(f"--margin must lie between 0 and 1 (a fraction of the baseline's mean), got {args.margin}")
+        if args.margin_abs is not None and args.margin_abs <= 0:
+            raise UserError(f"--margin-abs must be positive, got {args.margin_abs}")
+        checked_level(args.alpha)
+        return args.compare, None
+    protocol = load_protocol(Path(args.protocol))
+    planned = [protocol.baseline, protocol.candidate]
+    where = f"the protocol {protocol.path}"
+    if args.compare and args.compare != planned:
+        raise UserError(f"{where} compares {planned[0]} with {planned[1]}, not {' with '.join(args.compare)}")
+    if (args.margin, args.margin_abs, args.alpha) != (None, None, None):
+        raise UserError(f"{where} fixes the margin and alpha: drop --margin, --margin-abs and --alpha")
+    if args.env_ids and args.env_ids != [protocol.env_id]:
+        raise UserError(f"{where} is about {protocol.env_id} alone, not {' '.join(args.env_ids)}")
+    if args.include_unfinished:
+        raise UserError(f"{where} counts finished runs only: drop --include-unfinished")
+    return planned, protocol
+
+
+def protocol_line(protocol: Protocol, look: int) -> str:
+    """One line saying that the runs follow the protocol, at which look, and at which level."""
+    line = (
+        f"protocol {protocol.path}, fixed {protocol.fixed}: the runs follow it ({protocol.baseline} against "
+        f"{protocol.candidate} on {protocol.env_id}, {protocol.total_timesteps} steps, {protocol.looks[look]} seeds "
+        f"a side: look {look + 1} of {len(protocol.looks)}, one-sided level {protocol.levels[look]:.3g}; margin "
+        f"±{protocol.margin:g})"
+    )
+    if protocol.post_hoc:
+        line += "; written after its runs (post hoc), so its verdict describes these data and tests no plan"
+    return line
+
+
+def compare(args: Args, runs_dir: Path) -> list[Path]:
+    """--compare: the equivalence table and the curves of the two variants, for every environment both ran."""
+    variants, protocol = compare_settings(args)
+    env_ids = [protocol.env_id] if protocol else args.env_ids
+    groups = load_groups(runs_dir, variants, env_ids, args.metric, args.include_unfinished)
+    both = {env_id for env_id, _ in groups if all((env_id, variant) in groups for variant in variants)}
     if not both:
-        raise UserError(f"no environment under {runs_dir} has runs of both {args.compare[0]} and {args.compare[1]}")
-    env_ids = ordered(args.env_ids, both, "environment with runs of both")
+        raise UserError(f"no environment under {runs_dir} has runs of both {variants[0]} and {variants[1]}")
+    env_ids = ordered(env_ids, both, "environment with runs of both")
     results = {}
-    baseline, candidate = args.compare
+    lines = []
+    baseline, candidate = variants
     for env_id in env_ids:
-        baseline_scores = np.array([run_score(run.values, args.last_episodes) for run in groups[env_id, baseline]])
-        candidate_scores = np.array([run_score(run.values, args.last_episodes) for run in groups[env_id, candidate]])
-        results[env_id] = equivalence(baseline_scores, candidate_scores, args.margin, args.bootstrap_samples)
-    table = equivalence_table(results, args.compare, args.margin, args.metric)
+        base_runs, cand_runs = groups[env_id, baseline], groups[env_id, candidate]
+        if protocol:
+            look = check_protocol(protocol, base_runs, cand_runs)
+            lines.append(protocol_line(protocol, look))
+            score, last_episodes, alpha = protocol.score, protocol.last_episodes, protocol.levels[look]
+        else:
+            score, last_episodes, alpha = args.score, args.last_episodes, checked_level(args.alpha)
+        base_scores = scores_of(base_runs, score, last_episodes)
+        cand_scores = scores_of(cand_runs, score, last_episodes)
+        if protocol:
+            margin = protocol.margin
+        elif args.margin_abs is not None:
+            margin = args.margin_abs
+        else:
+            margin = (0.1 if args.margin is None else args.margin) * abs(float(base_scores.mean()))
+        result = equivalence(base_scores, cand_scores, margin, alpha, args.bootstrap_samples)
+        if protocol and result.verdict == INCONCLUSIVE and look + 1 < len(protocol.looks):
+            result.verdict += f" at look {look + 1}: go on to {protocol.looks[look + 1]} seeds a side"
+        results[env_id] = result
+    table = equivalence_table(results, variants, args.metric, protocol.score if protocol else args.score)
+    table = "".join(line + "\n\n" for line in lines) + table
     print(table)
     curves = (("steps", "equivalence_steps.png"),)
-    return write_outputs(args, "equivalence.md", table, groups, env_ids, args.compare, curves)
+    return write_outputs(args, "equivalence.md", table, groups, env_ids, variants, curves)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -525,7 +1027,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2
-    print("report: wrote " + ", ".join(str(path) for path in written))
+    if written:
+        print("report: wrote " + ", ".join(str(path) for path in written))
     return 0
 
 

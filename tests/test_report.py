@@ -1,6 +1,9 @@
 """cleanrl_utils/report.py: scores, tables and learning curves from TensorBoard logs written here by the tests."""
 
+import re
+import statistics
 import time
+import tomllib
 
 import numpy as np
 import pytest
@@ -250,28 +253,200 @@ def test_iqm_is_the_mean_of_the_middle_half():
         assert report.iqm(sample) == pytest.approx(trim_mean(sample, 0.25))
 
 
+def test_student_t_matches_scipy():
+    from scipy import stats
+
+    for df in (1.0, 2.5, 4.0, 9.3, 30.0, 285.1):
+        t = np.array([-3.0, 0.0, 0.5, 1.7, 5.0, 40.0])
+        np.testing.assert_allclose(report.student_t_sf(t, df), stats.t.sf(t, df), rtol=1e-9, atol=1e-14)
+        tails = np.array([0.5, 0.1, 0.05, 1e-3, 1e-9])
+        np.testing.assert_allclose(report.student_t_upper(tails, df), stats.t.isf(tails, df), rtol=1e-9, atol=1e-12)
+
+
+def test_welch_interval_matches_scipy():
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    baseline = rng.normal(100.0, 5.0, size=7)
+    candidate = rng.normal(103.0, 15.0, size=11)
+    welch = report.welch_interval(baseline, candidate, alpha=0.05)
+    reference = stats.ttest_ind(candidate, baseline, equal_var=False).confidence_interval(confidence_level=0.9)
+    assert float(welch.difference) == pytest.approx(candidate.mean() - baseline.mean())
+    assert (float(welch.low), float(welch.high)) == pytest.approx((reference.low, reference.high), rel=1e-9)
+
+
+def coverage(draw_baseline, draw_candidate, true_difference, seeds, simulations=2000):
+    """The share of simulated pairs of groups, `seeds` runs a side, whose 90% Welch interval holds the true
+    difference, and the shares it misses below and above."""
+    welch = report.welch_interval(draw_baseline((simulations, seeds)), draw_candidate((simulations, seeds)), 0.05)
+    above = float(np.mean(welch.low >= true_difference))
+    below = float(np.mean(welch.high <= true_difference))
+    return 1 - above - below, above, below
+
+
+@pytest.mark.parametrize("seeds", [5, 10])
+@pytest.mark.parametrize("shape", ["normal", "skewed"])
+def test_the_90_percent_interval_covers_the_difference_9_times_in_10(shape, seeds):
+    """2,000 simulated comparisons, unequal spreads (the candidate's three times the baseline's): normal scores, and
+    right-skewed ones (gamma with shape 4, skewness 1). With skew, the misses lean to one side: the interval's
+    upper end falls below the true difference up to 9-10% of the time where 5% is meant (the docs say so)."""
+    rng = np.random.default_rng(2026 + seeds)
+    if shape == "normal":
+        covered, above, below = coverage(
+            lambda size: rng.normal(10.0, 1.0, size), lambda size: rng.normal(12.0, 3.0, size), 2.0, seeds
+        )
+        assert above < 0.07 and below < 0.07
+    else:
+        covered, above, below = coverage(
+            lambda size: rng.gamma(4.0, 1.0, size), lambda size: rng.gamma(4.0, 3.0, size), 8.0, seeds
+        )
+        assert above < 0.05 and below < 0.10
+    assert 0.88 <= covered <= 0.92
+
+
+def test_the_interval_under_covers_strongly_skewed_scores_at_5_seeds():
+    """The limit the docs state: exponential scores (skewness 2), spreads 1 and 3, five seeds a side."""
+    rng = np.random.default_rng(11)
+    covered, _, below = coverage(
+        lambda size: rng.exponential(1.0, size), lambda size: rng.exponential(3.0, size), 2.0, 5
+    )
+    assert covered < 0.88 and below > 0.1
+
+
 @pytest.mark.parametrize(
-    ("shift", "verdict"),
-    [(0.0, "equivalent"), (30.0, "different"), (None, "undecided")],
-    ids=["same", "shifted", "too-noisy"],
+    ("low", "high", "verdict"),
+    [
+        (-9.0, 9.0, report.EQUIVALENT),
+        (3.0, 6.0, report.EQUIVALENT),
+        (11.0, 30.0, report.BETTER),
+        (-30.0, -10.5, report.WORSE),
+        (5.0, 12.0, report.INCONCLUSIVE),
+        (-12.0, 12.0, report.INCONCLUSIVE),
+        (-10.0, 0.0, report.INCONCLUSIVE),
+    ],
 )
-def test_the_verdict_follows_the_interval_of_the_difference(shift, verdict):
+def test_the_verdict_is_where_the_interval_lies_against_the_margin(low, high, verdict):
+    assert report.tost_verdict(low, high, margin=10.0) == verdict
+
+
+@pytest.mark.parametrize(
+    ("shift", "spread", "verdict"),
+    [(0.0, 5.0, "equivalent"), (80.0, 5.0, "not equivalent, better"), (-80.0, 5.0, "not equivalent, worse")]
+    + [(0.0, 400.0, "inconclusive")],
+    ids=["same", "better", "worse", "too-noisy"],
+)
+def test_equivalence_of_scores(shift, spread, verdict):
     rng = np.random.default_rng(0)
     baseline = 500.0 + rng.normal(scale=5.0, size=10)
-    if shift is None:  # as likely above as below, but too spread for 10% of the baseline's mean
-        candidate = 500.0 + rng.normal(scale=400.0, size=10)
-        candidate += baseline.mean() - candidate.mean()
-    else:
-        candidate = baseline[::-1] + shift
-    result = report.equivalence(baseline, candidate, margin=0.1, samples=2000)
-    assert result.verdict.startswith(verdict)
+    candidate = 500.0 + shift + rng.normal(scale=spread, size=10)
+    result = report.equivalence(baseline, candidate, margin=50.0, alpha=0.05, samples=2000)
+    assert result.verdict == verdict
     difference, low, high = result.difference
-    assert low <= difference <= high
-    assert difference == pytest.approx(candidate.mean() - baseline.mean())
+    assert low <= difference <= high and difference == pytest.approx(candidate.mean() - baseline.mean())
+    assert (result.p_value < 0.05) == (verdict == "equivalent")
     iqm, low, high = result.baseline_iqm
     assert low <= iqm <= high and iqm == pytest.approx(report.iqm(baseline))
     # the same scores give the same intervals: the resamples are drawn from a fixed seed
-    assert report.equivalence(baseline, candidate, margin=0.1, samples=2000) == result
+    assert report.equivalence(baseline, candidate, margin=50.0, alpha=0.05, samples=2000) == result
+
+
+@pytest.fixture(scope="module")
+def synthetic_groups(tmp_path_factory):
+    """Run folders of four made-up tasks, a run's score the value of its three episodes, the baseline's mean 1000:
+    the same distribution with 40 seeds a side; a candidate 20% better, 40 seeds; one 5% better, 60 seeds; a noisy
+    task (standard deviation 400) with 4 seeds a side."""
+    runs = tmp_path_factory.mktemp("groups") / "runs"
+    rng = np.random.default_rng(76)
+    tasks = {
+        "Same-v0": (40, 1000.0, 50.0),
+        "Better-v0": (40, 1200.0, 50.0),
+        "Slightly-v0": (60, 1050.0, 50.0),
+        "Noisy-v0": (4, 1000.0, 400.0),
+    }
+    for env_id, (seeds, candidate_mean, spread) in tasks.items():
+        for exp_name, mean in (("ppo", 1000.0), ("ppo_torchcompile", candidate_mean)):
+            for seed, value in enumerate(rng.normal(mean, spread, size=seeds), start=1):
+                with write_run(runs, f"{env_id}__{exp_name}__{seed}__100", [value] * 3) as writer:
+                    writer.add_text("hyperparameters", hyperparameters_text(300, 100))
+    return runs
+
+
+def test_done_when_checks_on_synthetic_groups(synthetic_groups, tmp_path):
+    argv = ["--runs-dir", str(synthetic_groups), "--compare", "ppo", "ppo_torchcompile", "--no-plots"]
+    assert report.main([*argv, "--output-dir", str(tmp_path)]) == 0
+    cells = table_cells((tmp_path / "equivalence.md").read_text())
+    verdicts = {env_id: row["verdict"] for env_id, row in cells.items()}
+    assert verdicts == {
+        "Same-v0": "equivalent",
+        "Better-v0": "not equivalent, better",
+        "Slightly-v0": "equivalent",
+        "Noisy-v0": "inconclusive",
+    }
+    assert cells["Slightly-v0"]["seeds"] == "60 / 60" and cells["Noisy-v0"]["seeds"] == "4 / 4"
+    # 5% better: the interval leaves out 0, which the old rule called "different", and lies inside ±10%
+    difference, low, high = (float(x) for x in re.findall(r"-?\d+\.\d+", cells["Slightly-v0"]["difference of means"]))
+    margin = float(cells["Slightly-v0"]["margin"].lstrip("±"))
+    assert 0 < low < difference < high < margin and margin == pytest.approx(100.0, abs=5.0)
+
+
+def test_power_gives_the_seeds_a_side():
+    # the normal approximation's 2 (1.645 + 1.282)^2 = 17.13 sd^2 / delta^2, a little more with t quantiles
+    assert report.seeds_needed(1.0, 0.5) == 70
+    assert report.seeds_needed(1.0, 1.0) == 18
+    assert report.seeds_needed(300.0, 238.0, alpha=0.05, power=0.8) == 29
+    assert report.seeds_needed(1.0, 0.5, power=0.9) > 70
+    # simulated: at 70 seeds a side, no true difference, the test calls equivalence about 80% of the time
+    rng = np.random.default_rng(3)
+    for seeds, low, high in ((70, 0.78, 0.85), (50, 0.55, 0.68)):
+        welch = report.welch_interval(rng.normal(size=(2000, seeds)), rng.normal(size=(2000, seeds)), 0.05)
+        assert low < np.mean((welch.low > -0.5) & (welch.high < 0.5)) < high
+
+
+def test_power_on_the_command_line(capsys):
+    assert report.main(["--power", "300", "--margin-abs", "238"]) == 0
+    assert capsys.readouterr().out.startswith("29 seeds a side: ")
+
+
+def test_sequential_levels_match_published_boundaries():
+    """Lan-DeMets O'Brien-Fleming-type spending at one-sided 0.025, looks equally spaced: the boundaries z_k that
+    R's gsDesign (sfLDOF) and ldbounds give, 2.963 and 1.969 for two looks, 4.877, 3.357, 2.680, 2.290, 2.031
+    for five."""
+    normal = statistics.NormalDist()
+
+    def boundaries(fractions, alpha):
+        return [-normal.inv_cdf(level) for level in report.sequential_levels(fractions, alpha)]
+
+    assert boundaries([0.5, 1.0], 0.025) == pytest.approx([2.963, 1.969], abs=6e-4)
+    assert boundaries([0.2, 0.4, 0.6, 0.8, 1.0], 0.025) == pytest.approx([4.877, 3.357, 2.680, 2.290, 2.031], abs=6e-4)
+    assert report.sequential_levels([1.0], 0.05) == pytest.approx([0.05])
+    # two looks at overall one-sided 0.05: nominal levels 0.0056 and 0.0482 (not the 0.0026 and 0.048 of the
+    # classical two-sided O'Brien-Fleming design at 0.05, whose first level is one-sided and second two-sided)
+    assert report.sequential_levels([0.5, 1.0], 0.05) == pytest.approx([0.005575, 0.04825], abs=2e-5)
+
+
+def test_sequential_levels_spend_alpha_as_planned():
+    """Simulated standardized statistics at unequal looks (5, 10, 20, 25 of 25): the chance of first crossing by
+    look k is the spending function at t_k."""
+    fractions = [0.2, 0.4, 0.8, 1.0]
+    levels = report.sequential_levels(fractions, 0.05)
+    boundaries = np.array([-statistics.NormalDist().inv_cdf(level) for level in levels])
+    rng = np.random.default_rng(9)
+    paths = 400_000
+    increments = rng.normal(size=(paths, 4)) * np.sqrt(np.diff([0.0, *fractions]))
+    statistic = np.cumsum(increments, axis=1) / np.sqrt(fractions)
+    crossed_by = np.mean(np.cumsum(statistic > boundaries, axis=1) > 0, axis=0)
+    spent = report.obrien_fleming_spent(fractions, 0.05)
+    assert spent[-1] == pytest.approx(0.05)
+    np.testing.assert_allclose(crossed_by, spent, atol=4 * np.sqrt(0.05 / paths) + 1e-5)
+
+
+def test_area_under_the_curve_score():
+    # returns 0 at step 100, 10 at step 300, held until step 400: (0 * 100 + 5 * 200 + 10 * 100) / 400
+    steps = np.array([100.0, 300.0])
+    assert report.curve_mean(steps, np.array([0.0, 10.0]), 400) == pytest.approx(5.0)
+    # two episodes at one step count as their mean; the curve is flat at its first value before it
+    assert report.curve_mean(np.array([200.0, 200.0]), np.array([2.0, 4.0]), 400) == pytest.approx(3.0)
+    assert report.curve_mean(np.array([100.0, 500.0]), np.array([4.0, 8.0]), 300) == pytest.approx(4.0)
 
 
 def test_compare_writes_the_table_and_the_curves(tmp_path, capsys):
@@ -286,10 +461,15 @@ def test_compare_writes_the_table_and_the_curves(tmp_path, capsys):
     assert list(cells) == ["CartPole-v1"], "only the environments both variants ran"
     row = cells["CartPole-v1"]
     assert row["ppo IQM"].startswith("403.00 [") and row["ppo_torchcompile IQM"].startswith("404.00 [")
-    assert row["difference of means"].startswith("1.00 [") and row["seeds"] == "5 / 5"
-    assert row["verdict"] == "equivalent"
+    # Welch: standard error sqrt(2.5 / 5 * 2) = 1, 8 degrees of freedom, t(0.95, 8) = 1.8595
+    assert row["difference of means"] == "1.00 [-0.86, 2.86]" and row["seeds"] == "5 / 5"
+    assert row["margin"] == "±40.30" and row["verdict"] == "equivalent"
     assert (tmp_path / "out" / "equivalence_steps.png").stat().st_size > 1000
     assert "equivalence.md" in capsys.readouterr().out
+    assert report.main([*args, "--margin-abs", "2", "--alpha", "0.025", "--no-plots"]) == 0
+    row = table_cells((tmp_path / "out" / "equivalence.md").read_text())["CartPole-v1"]
+    assert row["margin"] == "±2.00" and row["verdict"] == "inconclusive"
+    assert row["difference of means"] == "1.00 [-1.31, 3.31]", "a 95% interval at alpha 0.025: t(0.975, 8) = 2.306"
 
 
 @pytest.mark.parametrize(
@@ -298,12 +478,126 @@ def test_compare_writes_the_table_and_the_curves(tmp_path, capsys):
         (["--compare", "ppo"], "--compare takes two different variants"),
         (["--compare", "ppo", "ppo"], "--compare takes two different variants"),
         (["--compare", "ppo", "ppo_torchcompile", "--margin", "0"], "--margin must lie between 0 and 1"),
+        (["--compare", "ppo", "ppo_torchcompile", "--margin", "0.1", "--margin-abs", "3"], "not both"),
+        (["--compare", "ppo", "ppo_torchcompile", "--margin-abs", "-1"], "--margin-abs must be positive"),
+        (["--compare", "ppo", "ppo_torchcompile", "--alpha", "0.5"], "--alpha must lie between 0 and 0.5"),
         (["--compare", "ppo", "other"], "no environment under runs has runs of both ppo and other"),
+        (["--power", "10"], "--power needs --margin-abs"),
+        (["--power", "0", "--margin-abs", "3"], "--power and --margin-abs must be positive"),
     ],
 )
 def test_bad_compare_is_one_line_and_exit_2(tmp_path, args, fragment):
     write_run(tmp_path / "runs", "CartPole-v1__ppo__1__100", [1.0]).close()
     write_run(tmp_path / "runs", "Acrobot-v1__other__1__100", [1.0]).close()
     proc = report_cli("--runs-dir", "runs", *args, "--output-dir", "out", cwd=tmp_path)
+    assert_user_error(proc, "report: error:", fragment)
+    assert not (tmp_path / "out").exists()
+
+
+# ---- protocols ---------------------------------------------------------------------------------------------------
+
+PROTOCOLS = ROOT / "benchmark" / "protocols"
+
+
+def test_committed_protocols_are_consistent():
+    """Each file loads, plans at least the seeds its own power analysis asks for, and says whether it was written
+    after its runs (all of them so far were)."""
+    files = sorted(PROTOCOLS.glob("*.toml"))
+    assert len(files) == 5
+    for path in files:
+        protocol = report.load_protocol(path)
+        fields = tomllib.loads(path.read_text())
+        needed = report.seeds_needed(fields["pilot_sd"], protocol.margin, protocol.alpha, fields["power"])
+        assert protocol.seeds >= needed, path.name
+        assert len(protocol.looks) == 1 or protocol.seeds == needed, f"{path.name}: a sequential plan ends at n"
+        assert protocol.post_hoc and fields["history"] and fields["margin_reason"], path.name
+
+
+def write_protocol(path, **changes):
+    """A protocol for the synthetic Hopper runs below: 10 seeds a side read at 5 and 10, delta 100."""
+    fields = {
+        "baseline": '"ppo"',
+        "candidate": '"ppo_torchcompile"',
+        "env_id": '"Hopper-v4"',
+        "total_timesteps": "1000",
+        "score": '"last"',
+        "margin": "100.0",
+        "alpha": "0.05",
+        "seeds": "10",
+        "looks": "[5, 10]",
+        "fixed": "2026-12-01",
+    }
+    fields.update(changes)
+    path.write_text("".join(f"{key} = {value}\n" for key, value in fields.items() if value is not None))
+    return path
+
+
+def write_hopper_runs(runs, seeds, total_timesteps=1000, spread=20.0):
+    rng = np.random.default_rng(seeds)
+    for exp_name in ("ppo", "ppo_torchcompile"):
+        for seed, value in enumerate(rng.normal(2000.0, spread, size=seeds), start=1):
+            with write_run(runs, f"Hopper-v4__{exp_name}__{seed}__100", [value] * 10) as writer:
+                writer.add_text("hyperparameters", hyperparameters_text(total_timesteps, 100))
+
+
+def test_a_followed_protocol_is_applied(tmp_path, capsys):
+    protocol = write_protocol(tmp_path / "plan.toml")
+    write_hopper_runs(tmp_path / "runs", 10)
+    write_run(tmp_path / "runs", "CartPole-v1__ppo__1__100", [1.0]).close()  # another task: not this protocol's
+    argv = ["--runs-dir", str(tmp_path / "runs"), "--protocol", str(protocol), "--output-dir", str(tmp_path)]
+    assert report.main([*argv, "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"protocol {protocol}, fixed 2026-12-01: the runs follow it (ppo against ppo_torchcompile on Hopper-v4" in out
+    )
+    assert "10 seeds a side: look 2 of 2, one-sided level 0.0482; margin ±100)" in out
+    cells = table_cells((tmp_path / "equivalence.md").read_text().split("\n\n", 1)[1])
+    assert list(cells) == ["Hopper-v4"] and cells["Hopper-v4"]["verdict"] == "equivalent"
+    assert cells["Hopper-v4"]["margin"] == "±100.00"
+    # read at its first look, with a noisier task, the plan says to go on
+    noisy = tmp_path / "noisy"
+    write_hopper_runs(noisy, 5, spread=300.0)
+    assert report.main(["--runs-dir", str(noisy), "--protocol", str(protocol), "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "look 1 of 2, one-sided level 0.00557" in out
+    assert "inconclusive at look 1: go on to 10 seeds a side" in out
+
+
+def test_a_post_hoc_protocol_says_so(tmp_path, capsys):
+    protocol = write_protocol(tmp_path / "plan.toml", post_hoc="true", looks=None)
+    write_hopper_runs(tmp_path / "runs", 10)
+    argv = ["--runs-dir", str(tmp_path / "runs"), "--protocol", str(protocol), "--output-dir", str(tmp_path)]
+    assert report.main([*argv, "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "look 1 of 1, one-sided level 0.05" in out and "written after its runs (post hoc)" in out
+
+
+@pytest.mark.parametrize(
+    ("runs", "changes", "args", "fragment"),
+    [
+        (10, {"total_timesteps": "2000"}, [], "fixes 2000 steps, but Hopper-v4__ppo__10__100 ran 1000"),
+        (7, {}, [], "reads the data at 5, 10 seeds a side, but found 7 runs of ppo and 7 of ppo_torchcompile"),
+        (10, {}, ["--compare", "ppo", "ppo_atari"], "compares ppo with ppo_torchcompile, not ppo with ppo_atari"),
+        (10, {}, ["--margin-abs", "5"], "fixes the margin and alpha"),
+        (10, {}, ["--env-ids", "Walker2d-v4"], "is about Hopper-v4 alone"),
+        (
+            10,
+            {"env_id": '"Walker2d-v4"'},
+            [],
+            "no run folder under runs matches --exp-names ppo ppo_torchcompile --env-ids Walker2d-v4",
+        ),
+        (10, {"margin": "-1.0"}, [], "margin must be positive"),
+        (10, {"looks": "[5, 8]"}, [], "the last look (8) must be seeds (10)"),
+        (10, {"seed_count": "3"}, [], "unknown fields ['seed_count']"),
+        (10, {"alpha": None}, [], "lacks the field 'alpha'"),
+        (10, {"seeds": '"ten"'}, [], "field 'seeds' has the wrong type"),
+        (10, {"score": '"median"'}, [], 'score must be "last" or "auc"'),
+        (10, {"fixed": '"soon'}, [], "is not valid TOML"),
+    ],
+)
+def test_runs_that_do_not_follow_the_protocol_are_one_line_and_exit_2(tmp_path, runs, changes, args, fragment):
+    write_protocol(tmp_path / "plan.toml", **changes)
+    write_hopper_runs(tmp_path / "runs", runs)
+    proc = report_cli("--runs-dir", "runs", "--protocol", "plan.toml", *args, "--output-dir", "out", cwd=tmp_path)
     assert_user_error(proc, "report: error:", fragment)
     assert not (tmp_path / "out").exists()

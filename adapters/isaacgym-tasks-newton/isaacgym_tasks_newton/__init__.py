@@ -30,7 +30,6 @@ def make(task, num_envs, device="cpu", seed=0, render=False, verbose=False):
     first `render()`). Warp's start-up and compile messages are shown only when `verbose`."""
     if task not in TASKS:
         raise ValueError(f"no task '{task}'; the tasks are {', '.join(tasks())}")
-    if not verbose:
-        wp.config.quiet = True
+    if not verbose:  # Warp's greeting and its line for each module it loads are information, below warnings
         wp.config.log_level = wp.LOG_WARNING
     return TASKS[task](num_envs, device, seed, render=render)

@@ -6,7 +6,7 @@ Each task is made with each number of copies, stepped a few times, and drawn onc
 keeps what it compiles in its kernel cache (warp.config.kernel_cache_dir: $WARP_CACHE_PATH/<warp version> when that
 variable is set, else ~/.cache/warp/<warp version>), where later processes find it. Nearly every kernel serves any
 number of copies; MuJoCo Warp's broad phase is built anew for each number (a second or a few on a CPU), hence the
-numbers to warm: by default 10 (the scripts' evaluation) and 64 (the tests' runs). A warm cache makes this command
+numbers to warm: by default 2 and 10 (evaluations) and 64 (the tests' runs). A warm cache makes this command
 take seconds."""
 
 import argparse
@@ -37,9 +37,11 @@ def main():
     parser = argparse.ArgumentParser(prog="python -m isaacgym_tasks_newton.warmup", description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu", help="torch device whose kernels to build (default: cpu)")
     parser.add_argument("--tasks", nargs="+", default=tasks(), choices=tasks(), help="tasks to build (default: all)")
-    parser.add_argument("--num-envs", nargs="+", type=int, default=[10, 64], help="numbers of copies (default: 10 64)")
+    parser.add_argument(
+        "--num-envs", nargs="+", type=int, default=[2, 10, 64], help="numbers of copies (default: 2 10 64)"
+    )
     args = parser.parse_args()
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING
     wp.init()
     print(f"warming up Warp's kernel cache in {wp.config.kernel_cache_dir} for {args.device}", flush=True)
     total = 0.0

@@ -1,4 +1,4 @@
-# PPO on Isaac Gym: thousands of robots simulated on one GPU; explained in docs/ppo.md#ppo_continuous_action_isaacgympy
+# PPO on Isaac Gym's tasks, thousands of robots simulated by Newton; see docs/ppo.md#ppo_continuous_action_isaacgympy
 # Follows CleanRL's ppo_continuous_action_isaacgym.py (MIT licence, (c) 2019 CleanRL developers); see CREDITS.md
 # CleanRL built that script on NVIDIA's IsaacGymEnvs (BSD 3-clause licence, (c) 2018-2022 NVIDIA Corporation)
 import os
@@ -9,14 +9,6 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-# Isaac Gym refuses to load once torch is loaded, so it is imported before anything that loads torch
-try:
-    import isaacgym  # noqa: F401
-    import isaacgymenvs
-except (ImportError, RuntimeError) as e:  # RuntimeError: an Isaac Gym without bindings for this Python
-    isaacgymenvs = None
-    isaacgym_import_error = e
-
 import numpy as np
 import torch
 import torch.nn as nn
@@ -24,6 +16,13 @@ import torch.optim as optim
 import tyro
 from torch.distributions.normal import Normal
 from torch.utils.tensorboard import SummaryWriter
+
+try:
+    import isaacgym_tasks_newton  # IsaacGymEnvs' tasks with Isaac Gym's interface, simulated by Newton
+except ModuleNotFoundError as e:
+    missing = f"{e.name} is missing; run `bash scripts/setup.sh newton` in a clone of this project"
+    print(f"{os.path.basename(__file__)}: error: {missing}", file=sys.stderr)
+    sys.exit(2)
 
 
 @dataclass
@@ -43,7 +42,7 @@ class Args:
     wandb_entity: str | None = None
     """Weights & Biases team or user that owns the project (None: your default)"""
     capture_video: bool = False
-    """record videos of the simulation's viewer into videos/ (see --record-video-step-frequency)"""
+    """record videos of environment 0 into videos/ (see --record-video-step-frequency)"""
     save_model: bool = False
     """save the trained weights into runs/{run_name}/, then play 10 evaluation episodes with them"""
     upload_model: bool = False
@@ -59,7 +58,7 @@ class Args:
 
     # What PPO does, and how much of it
     env_id: str = "Ant"
-    """IsaacGymEnvs task to learn (Ant, Humanoid, Cartpole, ShadowHand, ...)"""
+    """task to learn: Ant, Humanoid or Cartpole (IsaacGymEnvs' tasks, simulated by Newton)"""
     total_timesteps: int = 30000000
     """environment steps to train for, summed over all environments"""
     learning_rate: float = 0.0026
@@ -107,8 +106,8 @@ class Args:
 
 
 class RecordVideo:
-    """Records `video_length` steps of the task's viewer every `step_frequency` steps of the vector environment into
-    `video_folder`. Isaac Gym renders into a virtual screen when the task is made with virtual_screen_capture=True."""
+    """Records `video_length` steps of environment 0 every `step_frequency` steps of the vector environment into
+    `video_folder`. The task draws its frames with a ray-traced camera, which needs neither a display nor OpenGL."""
 
     def __init__(self, env, video_folder, step_frequency, video_length=100):
         self.env = env
@@ -145,7 +144,7 @@ class RecordVideo:
 
 
 class RecordEpisodeStatisticsTorch:
-    """The view of an Isaac Gym task the agent uses: the `obs` entry of its observations, the spaces of one environment
+    """The view of a task the agent uses: the `obs` entry of its observations, the spaces of one environment
     (named as in Gymnasium's vector environments), and in infos["r"] and infos["l"] the return (float32) and length
     (int32) so far of every environment's episode, on the task's device (where `dones` is set: the episode it ended)."""
 
@@ -171,26 +170,13 @@ class RecordEpisodeStatisticsTorch:
         return obs["obs"], rewards, dones, infos
 
     def close(self):
-        if hasattr(self.env, "close"):  # IsaacGymEnvs' tasks have no close()
-            self.env.close()
+        self.env.close()
 
 
 def make_env(env_id, num_envs, seed, device, capture_video, run_name, record_video_step_frequency):
-    """The Isaac Gym vector environment: one simulation of `num_envs` copies of the task, taking and returning tensors
-    on `device`; an episode restarts inside the step after the one that ended it. A viewer opens only for videos."""
-    sim_device = "cuda:0" if device.type == "cuda" else "cpu"
-    envs = isaacgymenvs.make(
-        seed=seed,
-        task=env_id,
-        num_envs=num_envs,
-        sim_device=sim_device,
-        rl_device=sim_device,
-        graphics_device_id=0 if device.type == "cuda" or capture_video else -1,
-        headless=not capture_video,
-        multi_gpu=False,
-        virtual_screen_capture=capture_video,
-        force_render=False,
-    )
+    """The vector environment: one Newton simulation of `num_envs` copies of the task, taking and returning tensors
+    on `device`; an episode restarts inside the step after the one that ended it. A camera is made only for videos."""
+    envs = isaacgym_tasks_newton.make(env_id, num_envs=num_envs, device=device, seed=seed, render=capture_video)
     if capture_video:
         envs = RecordVideo(envs, f"videos/{run_name}", record_video_step_frequency)
     return RecordEpisodeStatisticsTorch(envs, device)
@@ -288,40 +274,31 @@ def check_args(args):
         return "--resume-changed-code goes with --resume: give the run folder to go on with"
 
 
-def evaluate(model_path, envs, next_obs, eval_episodes, device):
-    """Plays `eval_episodes` episodes with a saved model; returns their returns. Isaac Gym runs one simulation per
-    process, hence these arguments and not an environment id to make: this plays on in the training environments,
-    from `next_obs`, and counts the next whole episodes of environments 0, 1, ... (not those under way, nor the first
-    to end anywhere, which would favour short ones)."""
+def evaluate(model_path, env_id, eval_episodes, run_name, device, capture_video, seed):
+    """Plays `eval_episodes` episodes with a saved model, the first episode of each of as many fresh copies of the
+    task (the first ten to end among fewer copies would favour short ones); returns their returns."""
+    # one video, from the first step: no task's episode is longer than 1000 steps
+    envs = make_env(env_id, eval_episodes, seed, device, capture_video, run_name, 1000)
     agent = Agent(envs).to(device)
     agent.load_state_dict(torch.load(model_path, map_location=device))
-    # the episodes each environment plays for the count: 10 over 4 environments are 3, 3, 2, 2; over 4096, 1 for 10
-    wanted = -((torch.arange(envs.num_envs, device=device) - eval_episodes) // envs.num_envs)
-    started = torch.zeros(envs.num_envs, dtype=torch.bool, device=device)  # began an episode during evaluation
-    obs = next_obs
+    obs = envs.reset()
+    counted = torch.zeros(eval_episodes, dtype=torch.bool, device=device)  # copies whose episode has ended
     episodic_returns = []
     while len(episodic_returns) < eval_episodes:
         with torch.no_grad():
             actions, _, _, _ = agent.get_action_and_value(obs)
         obs, _, dones, infos = envs.step(actions)
-        ended = dones.bool()
-        counted = ended & started & (wanted > 0)  # before `started` takes in this step's ends
-        started = started | ended
-        wanted -= counted.long()
-        for episodic_return in infos["r"][counted].tolist():
+        ended = dones.bool() & ~counted
+        counted = counted | ended
+        for episodic_return in infos["r"][ended].tolist():
             print(f"eval_episode={len(episodic_returns)}, episodic_return={episodic_return}")
             episodic_returns.append(episodic_return)
+    envs.close()
     return episodic_returns[:eval_episodes]
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    if isaacgymenvs is None:
-        fail(
-            f"cannot import Isaac Gym ({' '.join(str(isaacgym_import_error).split())}). It is not on PyPI: download "
-            "Isaac Gym Preview 4 from https://developer.nvidia.com/isaac-gym, `pip install -e python/` in its folder "
-            "(Python 3.6 to 3.8), then `pip install -e .` in a clone of https://github.com/isaac-sim/IsaacGymEnvs"
-        )
     problem = check_args(args)
     if problem:
         fail(problem)
@@ -339,14 +316,13 @@ if __name__ == "__main__":
     if args.checkpoint_every or args.resume:  # with --resume: the run it goes on with, its checkpoint checked
         run_name = checkpoint.begin(args, __file__, run_name)
 
-    # The environments: one Isaac Gym simulation on the device, which keeps its tensors there. IsaacGymEnvs keeps
-    # one configuration file per task: an unknown name stops here, before anything is written.
-    task_configs = Path(isaacgymenvs.__file__).parent / "cfg" / "task"
-    tasks = sorted(path.stem for path in task_configs.glob("*.yaml"))
+    # The environments: one Newton simulation on the device, which keeps its tensors there. An unknown task stops
+    # here, before anything is written.
+    tasks = isaacgym_tasks_newton.tasks()
     if args.env_id not in tasks:
-        fail(f"IsaacGymEnvs has no task '{args.env_id}'; its tasks are {', '.join(tasks)}")
+        fail(f"there is no task '{args.env_id}'; the tasks are {', '.join(tasks)}")
     # One seed for every random number: Python's, NumPy's and torch's (weights, sampled actions, minibatch order).
-    # Set before the task is made: making it reseeds torch and draws from it, and the weights come after those draws.
+    # The task draws its resets from a generator of its own, which it seeds with the same seed when it is made.
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -359,10 +335,6 @@ if __name__ == "__main__":
     )
     obs_space = envs.single_observation_space
     action_space = envs.single_action_space
-    if type(action_space).__name__ != "Box" or len(obs_space.shape) != 1:  # gym's spaces, not Gymnasium's
-        has = f"{action_space} actions and {obs_space} observations"
-        needs = "Box actions and flat observations"
-        fail(f"{args.env_id} has {has}; this script needs {needs}: use a task with both instead")
 
     if args.track:
         import wandb
@@ -540,8 +512,6 @@ if __name__ == "__main__":
         writer.add_scalar("losses/clipfrac", np.mean(clip_fractions), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if "consecutive_successes" in infos:  # ShadowHand and AllegroHand: goals reached in a row, on average
-            writer.add_scalar("charts/consecutive_successes", infos["consecutive_successes"].item(), global_step)
         if time.time() - last_print > 5 or iteration in (1, args.num_iterations):  # progress, every few seconds
             last_print = time.time()
             left = int((args.total_timesteps - global_step) / max(sps, 1))
@@ -556,17 +526,13 @@ if __name__ == "__main__":
         torch.save(agent.state_dict(), model_path)
         print(f"model saved to {model_path}")
 
-        if args.capture_video:  # evaluation plays on in the training environments: its videos from its first step
-            envs.env.close()
-            envs.env.video_folder = f"videos/{run_name}-eval"
-            envs.env.step_id = 0
-        episodic_returns = evaluate(model_path, envs, obs, 10, device)
+        episodic_returns = evaluate(
+            model_path, args.env_id, 10, f"{run_name}-eval", device, args.capture_video, args.seed
+        )
         for idx, episodic_return in enumerate(episodic_returns):
             writer.add_scalar("eval/episodic_return", episodic_return, idx)
 
         if args.upload_model:
-            if args.capture_video:
-                envs.env.close()  # writes the evaluation's last video before the upload
             push_to_hub(args, episodic_returns, f"runs/{run_name}", f"videos/{run_name}-eval", __file__)
 
     if args.checkpoint_every or args.resume:  # finished once the model is saved, evaluated and uploaded

@@ -82,9 +82,7 @@ class ProcessCheckpoints(Checkpoints):
             self.run_name = everyone[0][0]
             self.path = Path("runs", self.run_name, FILE)
         self.stop_signal = max((signum for _, signum in everyone if signum), default=None)
-        every = self.args.checkpoint_every
-        due = every and iteration % every == 0 or iteration == self.args.num_iterations
-        if not (due or self.stop_signal):
+        if not self.due(iteration):  # due as in one process, once the processes agree on the signal
             return
         if self.rank != 0:
             env_state, lost = capture_envs(envs, self.args.env_id)

@@ -129,7 +129,8 @@ def last_line(path: Path) -> str:
 # ---- finding a run again: what a benchmark run before this one left unfinished ----------------------------------
 # A script run with --checkpoint-every writes `checkpoint.pt` into its run folder; the file's header, a line of JSON,
 # holds the run's command-line flags, the iteration it reached, whether it finished, and the sha256 of the script
-# that wrote it (cleanrl_utils/checkpoint.py). The header is part of the checkpoint, so the two cannot disagree.
+# that wrote it (cleanrl_utils/checkpoint/fileformat.py). The header is part of the checkpoint, so the two cannot
+# disagree.
 CHECKPOINT_FILE = "checkpoint.pt"
 # the flags a continued run may give otherwise than its first attempt (the scripts' --resume accepts them)
 FLAGS_WITH_VALUE, SWITCHES = operational_flags()

@@ -71,7 +71,8 @@ The weights are `{args.exp_name}.cleanrl_model` ({weights}).
 def stage_hub_folder(folder, args, episodic_returns, run_dir, video_dir, script_path, weights=TORCH_WEIGHTS):
     """Writes what the Hub repository holds into `folder`; returns the files' paths relative to it."""
     folder = Path(folder)
-    # not the lock a running process holds on the run folder, nor a checkpoint being written (checkpoint.py)
+    # not the lock a running process holds on the run folder, nor a checkpoint being written
+    # (cleanrl_utils/checkpoint/run.py)
     private = shutil.ignore_patterns("run.lock", ".checkpoint.pt.*.tmp")
     shutil.copytree(run_dir, folder, dirs_exist_ok=True, ignore=private)
     shutil.copy(script_path, folder / f"{args.exp_name}.py")

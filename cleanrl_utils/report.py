@@ -176,9 +176,9 @@ def event_reader(folder: Path):
     """A reader of the run's TensorBoard events (every scalar, the first text), for `load_run`."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    # A resumed run marks where it went on (checkpoint.py's purge_step), and the reader drops what the stopped
-    # attempt had logged past that point. That is what should happen, so TensorBoard's warning of each drop, which
-    # blames "a TensorFlow restart", is not shown.
+    # A resumed run marks where it went on (purge_step, in cleanrl_utils/checkpoint/run.py), and the reader drops what
+    # the stopped attempt had logged past that point. That is what should happen, so TensorBoard's warning of each drop,
+    # which blames "a TensorFlow restart", is not shown.
     logging.getLogger("tensorboard").setLevel(logging.ERROR)
     return EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 1, "images": 1})
 

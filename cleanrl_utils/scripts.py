@@ -12,7 +12,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[1] / "cleanrl"
 
 # The Args fields a continued run may set otherwise than its first attempt: what is done with the run, not what it
-# computes. The scripts' --resume accepts a change in these (checkpoint.py), and the benchmark runner counts two
+# computes. The scripts' --resume accepts a change in these (checkpoint/flags.py), and the benchmark runner counts two
 # commands that differ only in them as one run. True where the field is a switch, which takes no value.
 OPERATIONAL = {
     "resume": False,
@@ -27,8 +27,9 @@ OPERATIONAL = {
 }
 
 
-# A checkpoint file (checkpoint.py) starts with this line, then a line of JSON: its header, which the benchmark runner
-# reads without loading the checkpoint (the flags, the iteration reached, whether the run finished, the code's hash).
+# A checkpoint file (checkpoint/fileformat.py) starts with this line, then a line of JSON: its header, which the
+# benchmark runner reads without loading the checkpoint (the flags, the iteration reached, whether the run finished, the
+# code's hash).
 CHECKPOINT_MAGIC = b"cleanrl checkpoint 2\n"
 
 

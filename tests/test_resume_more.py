@@ -1,7 +1,7 @@
 """--checkpoint-every and --resume where a run is more than one process and one vector environment (CONVENTIONS §7,
 cleanrl_utils/checkpoint/): ppo_atari_multigpu.py under torchrun, killed with SIGKILL after its second complete
 checkpoint and resumed, logs bitwise what the run that never stopped logs, and every process goes on bitwise from
-its own part; ppo_pettingzoo_ma_atari.py, ppo_continuous_action_isaacgym.py (on its stand-in) and the two Gym-μRTS
+its own part; ppo_pettingzoo_ma_atari.py, ppo_continuous_action_isaacgym.py (Cartpole on Newton) and the two Gym-μRTS
 scripts resume the learner exactly and restart their environments, as tests/test_resume.py's learner-exact cases."""
 
 import contextlib
@@ -192,29 +192,21 @@ def test_pettingzoo_resumes_the_learner_and_restarts_the_games(tmp_path):
     assert episodes and all(length == 50 for _, length in episodes)
 
 
-# ---- ppo_continuous_action_isaacgym.py, on the stand-in for IsaacGymEnvs ------------------------------------------
+# ---- ppo_continuous_action_isaacgym.py: IsaacGymEnvs' Cartpole on Newton -----------------------------------------
 
-# 12 iterations of 64 environments x 16 steps of the task whose episodes are known in advance
-ISAACGYM = (
-    "--env-id",
-    "FixedEpisodes",
-    "--num-envs",
-    "64",
-    "--num-steps",
-    "16",
-    "--total-timesteps",
-    str(64 * 16 * 12),
-)
+# 4 iterations of 64 copies x 16 steps
+ISAACGYM = ("--env-id", "Cartpole", "--num-envs", "64", "--num-steps", "16", "--total-timesteps", str(64 * 16 * 4))
 
 
 def test_isaacgym_resumes_the_learner_and_restarts_the_simulation(tmp_path):
-    """Isaac Gym simulates on the GPU, out of reach: stopped by SIGUSR1 after an iteration's checkpoint, the run goes
-    on with the learner as it was and a simulation made anew, which it says in one line."""
+    """Newton keeps the simulation in Warp's arrays (on a GPU, in its memory), beyond the wrappers' capture: stopped
+    by SIGUSR1 after an iteration's checkpoint, the run goes on with the learner as it was and a simulation made
+    anew, which it says in one line."""
     script = "ppo_continuous_action_isaacgym.py"
-    standin = script_env(PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'isaacgym_standin'}")
+    newton = script_env(PYTHONPATH=str(ROOT))
     args = (*ISAACGYM, "--no-cuda", "--anneal-lr", "--checkpoint-every", "1000")  # annealed: it shows the iteration
     command = [sys.executable, SCRIPTS / script, *args]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=standin, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, cwd=tmp_path, env=newton, stdout=subprocess.PIPE, text=True)
     for line in proc.stdout:  # the first progress line: the loop has started
         if line.startswith("["):
             break
@@ -224,11 +216,11 @@ def test_isaacgym_resumes_the_learner_and_restarts_the_simulation(tmp_path):
     run_dir = only_run_dir(tmp_path)
     saved = checkpoint.read(run_dir / checkpoint.FILE)
     iteration = saved["iteration"]
-    assert 1 <= iteration < 12 and saved["envs"] is None
-    assert saved["envs_lost"] == "FixedEpisodes's state cannot be saved (RecordEpisodeStatisticsTorch's environments)"
-    resumed = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=standin)
+    assert 1 <= iteration < 4 and saved["envs"] is None
+    assert saved["envs_lost"] == "Cartpole's state cannot be saved (RecordEpisodeStatisticsTorch's environments)"
+    resumed = run_script(script, *args, "--resume", run_dir, cwd=tmp_path, env=newton)
     assert f"resumed runs/{run_dir.name} at iteration {iteration}," in resumed.stdout
-    assert_learner_exact(script, run_dir, resumed, "as made, with --seed", 12, 64 * 16, 2 * 4)
+    assert_learner_exact(script, run_dir, resumed, "as made, with --seed", 4, 64 * 16, 2 * 4)
 
 
 # ---- ppo_multidiscrete.py and ppo_multidiscrete_mask.py: microRTS's games run in Java --------------------------------

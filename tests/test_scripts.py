@@ -134,14 +134,13 @@ TABLE = [
         "NoSuchRobot-v4",
         metrics=COMPILED_METRICS,
     ),
-    # Isaac Gym needs an NVIDIA GPU and is not on PyPI: the script runs on its stand-in, on the CPU
+    # IsaacGymEnvs' tasks on Newton, on the CPU: Cartpole, whose episodes end within the run and the evaluation soon
     Script(
         "ppo_continuous_action_isaacgym",
-        "FixedEpisodes",
+        "Cartpole",
         ("--num-envs", "64", "--num-steps", "16", "--total-timesteps", "2048", "--no-cuda"),
         (1024, 2048),
         "NoSuchTask",
-        env={"PYTHONPATH": str(TESTS / "isaacgym_standin")},
     ),
     # bossfight: random play ends its episodes in about 30 steps
     Script(
@@ -278,9 +277,8 @@ OFFERED = [
 def run_stopped_early(script, args, cwd, capfd, path=None, hidden=()):
     """Runs a script (from cleanrl/, or from `path`) that should stop before any work, the packages `hidden` missing
     as if not installed: in this process (helpers.run_as_main, helpers.packages_hidden), where its imports are made
-    already; but where the script runs with a path of its own (Isaac Gym's stand-in, which as the real one loads only
-    before torch, and PettingZoo's short games), in a process of its own, the packages hidden by a folder beside
-    `cwd` (helpers.hiding_folder)."""
+    already; but where the script runs with a path of its own (PettingZoo's short games), in a process of its own,
+    the packages hidden by a folder beside `cwd` (helpers.hiding_folder)."""
     path = path or SCRIPTS / script.file
     if "PYTHONPATH" in script.env:
         folders = [hiding_folder(cwd.parent / "hidden", *hidden)] if hidden else []
@@ -363,6 +361,7 @@ MISSING_EXTRAS = {
     "ppo_pettingzoo_ma_atari": ("supersuit", SETUP.format("pettingzoo")),
     "ppo_multidiscrete": ("gym_microrts_gymnasium", SETUP.format("microrts")),
     "ppo_multidiscrete_mask": ("gym_microrts_gymnasium", SETUP.format("microrts")),
+    "ppo_continuous_action_isaacgym": ("isaacgym_tasks_newton", SETUP.format("newton")),
 }
 
 

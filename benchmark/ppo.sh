@@ -116,17 +116,26 @@ python -m cleanrl_utils.benchmark \
 
 isaacgym() {
 # --8<-- [start:isaacgym]
+# IsaacGymEnvs' tasks on Newton (bash scripts/setup.sh newton) at the reference's settings, on a GPU, one run at a time
 python -m cleanrl_utils.benchmark \
-    --env-ids Cartpole Ant Humanoid BallBalance Anymal \
+    --env-ids Ant Humanoid Cartpole \
     --command "python cleanrl/ppo_continuous_action_isaacgym.py" \
     --num-seeds 3 \
     --workers 1
-python -m cleanrl_utils.benchmark \
-    --env-ids AllegroHand ShadowHand \
-    --command "python cleanrl/ppo_continuous_action_isaacgym.py --num-envs 8192 --num-steps 8 --num-minibatches 4 --update-epochs 5 --reward-scaler 0.01 --total-timesteps 600000000" \
-    --num-seeds 3 \
-    --workers 1
 # --8<-- [end:isaacgym]
+}
+
+isaacgym_cpu() {
+# --8<-- [start:isaacgym_cpu]
+# Ant on a 2-core CPU: 2048 copies, the most steps a second measured there (about 5,000), one thread a run (two
+# threads contend and run several times slower), 180 iterations of 16 steps: about 20 minutes a seed, one at a time
+python -m cleanrl_utils.benchmark \
+    --env-ids Ant \
+    --command "python cleanrl/ppo_continuous_action_isaacgym.py --no-cuda --num-envs 2048 --total-timesteps 5898240" \
+    --num-seeds 3 \
+    --workers 1 \
+    --threads-per-run 1
+# --8<-- [end:isaacgym_cpu]
 }
 
 procgen() {
@@ -199,7 +208,7 @@ learn_the_same ppo_atari_envpool ppo_atari_envpool_torchcompile torchcompile_env
 # --8<-- [end:torchcompile]
 }
 
-blocks=(classic box2d continuous atari envpool jax isaacgym procgen pettingzoo microrts torchcompile)
+blocks=(classic box2d continuous atari envpool jax isaacgym isaacgym_cpu procgen pettingzoo microrts torchcompile)
 if [ $# -eq 0 ]; then
     echo "usage: bash benchmark/ppo.sh BLOCK [BLOCK ...]; blocks: ${blocks[*]}" >&2
     exit 2

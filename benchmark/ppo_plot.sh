@@ -76,7 +76,7 @@ microrts() {
 }
 
 isaacgym() {
-    report isaacgym --exp-names ppo_continuous_action_isaacgym --env-ids Ant Cartpole
+    report isaacgym --exp-names ppo_continuous_action_isaacgym --env-ids Ant Humanoid Cartpole
 }
 
 blocks=(classic box2d atari envpool jax continuous mujoco dm_control procgen pettingzoo isaacgym microrts)

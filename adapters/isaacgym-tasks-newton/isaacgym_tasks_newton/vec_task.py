@@ -45,6 +45,12 @@ class VecTask:
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         wp.init()
+        if self.device.type == "cuda" and not wp.is_cuda_available():
+            raise RuntimeError(
+                "torch sees a GPU and Warp does not: PyPI's warp-lang is built with CUDA 13 and needs an NVIDIA "
+                "driver of the R580 series or newer; update the driver, or install Warp's +cu12 wheel from "
+                "https://github.com/NVIDIA/warp/releases, or run on the CPU"
+            )
         self.wp_device = wp.device_from_torch(self.device)
         self.observation_space = spaces.Box(-np.inf, np.inf, (self.num_obs,), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (self.num_acts,), np.float32)

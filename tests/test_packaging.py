@@ -8,6 +8,9 @@ import zipfile
 
 import pytest
 from helpers import ROOT
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
@@ -46,16 +49,56 @@ def test_extras_cover_every_environment_family():
 
 def test_torch_is_pinned_everywhere():
     assert "torch==2.13.0" in PROJECT["dependencies"]
-    assert requirement_lines(ROOT / "requirements/constraints.txt") == ["torch==2.13.0"]
+    assert "torch==2.13.0" in requirement_lines(ROOT / "requirements/constraints.txt")
     setup = (ROOT / "scripts/setup.sh").read_text()
     assert "torch==2.13.0" in setup and "-c requirements/constraints.txt" in setup
 
 
-def test_ci_runs_the_readme_test_command():
+def every_requirement():
+    """Each requirement of pyproject.toml's dependencies and extras, parsed."""
+    lists = [PROJECT["dependencies"], *PROJECT["optional-dependencies"].values()]
+    return [Requirement(line) for requirements in lists for line in requirements]
+
+
+def test_the_constraints_pin_one_version_each_that_the_requirements_admit():
+    """constraints.txt holds the exact version of each package, the same on every Python; a requirement changed
+    without it (a pin the constraint falls outside of) would make pip fail to resolve, on some Python only."""
+    pinned = {}
+    for line in requirement_lines(ROOT / "requirements/constraints.txt"):
+        constraint = Requirement(line)
+        specifiers = list(constraint.specifier)
+        assert len(specifiers) == 1 and specifiers[0].operator == "==", line
+        pinned[canonicalize_name(constraint.name)] = specifiers[0].version
+    for requirement in every_requirement():
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{requirement} has no version in requirements/constraints.txt"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (str(requirement), pinned[name])
+
+
+def supported_pythons():
+    line = next(line for line in (ROOT / "requirements/pythons.txt").read_text().splitlines() if line.startswith("su"))
+    return line.split()[1:]
+
+
+def test_the_supported_pythons_are_said_alike_everywhere():
+    """requirements/pythons.txt, which the set-up reads, pyproject's requires-python and classifiers, and ruff's
+    target (the oldest, whose syntax the code must keep) name the same Pythons."""
+    versions = supported_pythons()
+    requires = SpecifierSet(PROJECT["requires-python"])
+    for minor in range(8, 20):
+        assert (f"3.{minor}" in versions) == requires.contains(f"3.{minor}.0"), minor
+    classified = {c.rsplit(" ", 1)[-1] for c in PROJECT["classifiers"] if re.fullmatch(r".*:: 3\.\d+", c)}
+    assert classified == set(versions)
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == "py" + versions[0].replace(".", "")
+
+
+def test_ci_runs_the_readme_test_commands():
+    """CI runs the README's test command, then the one that runs the tests on the other Pythons."""
     readme = (ROOT / "README.md").read_text()
     assert "bash scripts/test.sh" in readme and "bash scripts/train.sh" in readme
+    assert "bash scripts/test-pythons.sh" in readme
     ci = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith("#")]
-    assert ci[-1] == "bash scripts/test.sh"
+    assert ci[-2:] == ["bash scripts/test.sh", "bash scripts/test-pythons.sh"]
 
 
 def test_setup_refuses_an_unknown_group(tmp_path):

@@ -89,12 +89,23 @@ if [ ! -e .venv ]; then
     "$py" -m venv .venv
 fi
 
+# Newton's Warp compiles its kernels the first time they run, a minute or more on a CPU (~/.cache/warp, or
+# WARP_CACHE_PATH, keeps them): done here, so that the first training run or test does not pay for it. About 15 s
+# when the cache is warm; run on every set-up, since the cache may have gone while .venv stayed.
+warm_newton() {
+    if [[ " ${groups[*]} " == *" newton "* ]]; then
+        echo "setup: Newton's kernels for the CPU: compiled once, a minute or more; then read from Warp's cache"
+        .venv/bin/python -m isaacgym_tasks_newton.warmup
+    fi
+}
+
 # Skip pip entirely when the same requirement files were installed before, unchanged.
 stamp=".venv/.installed-$(echo "${groups[*]}" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')"
 # The adapters in adapters/ are installed from their folders: their files count as requirements too.
 digest="$(cat requirements/constraints.txt "${files[@]}" requirements/nodeps-*.txt pyproject.toml \
     $(find adapters -type f \( -name '*.py' -o -name '*.toml' \) | sort) | cksum)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+    warm_newton
     exit 0
 fi
 
@@ -127,4 +138,5 @@ except Exception as e:
 fi
 # This project itself, editable: cleanrl_utils importable from any folder (for --upload-model and the replay command).
 pip_install --no-deps -e .
+warm_newton
 echo "$digest" >"$stamp"

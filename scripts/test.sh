@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # A group this Python cannot install (requirements/pythons.txt) is left out in one line, and its tests skip saying why.
-bash "$root/scripts/setup.sh" --skip-unavailable dev docs plot tune atari box2d mujoco dm_control envpool jax procgen pettingzoo microrts
+bash "$root/scripts/setup.sh" --skip-unavailable dev docs plot tune atari box2d mujoco dm_control envpool jax procgen pettingzoo microrts newton
 # Slurm's packages for tests/test_slurm.py's private one-node cluster (apt-get, as root); where they cannot be
 # installed, that one line says why and those tests skip.
 bash "$root/scripts/slurm-local.sh" install || echo "test: going on without Slurm: tests/test_slurm.py skips"

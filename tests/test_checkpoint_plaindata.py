@@ -229,7 +229,16 @@ def test_a_bit_generator_not_on_the_list_is_bad_checkpoint():
         from_data(data)
 
 
-def test_an_array_of_objects_named_by_a_file_is_never_built():
-    data = {KIND: "array", "dtype": "|O", "shape": [1], "data": torch.zeros(8, dtype=torch.uint8)}
-    with pytest.raises(ValueError, match="OBJECT"):
+@pytest.mark.parametrize(
+    ("dtype", "shape", "message"),
+    [
+        ("|O", [1], "an array of Python objects"),
+        ("no such type", [1], "an array of an unknown type"),
+        ("<f8", [3], "does not fit its bytes"),
+    ],
+)
+def test_an_array_a_file_describes_wrongly_is_bad_checkpoint_and_never_built(dtype, shape, message):
+    """A crafted or damaged array ends `--resume` in one line (BadCheckpoint), never in NumPy's traceback."""
+    data = {KIND: "array", "dtype": dtype, "shape": shape, "data": torch.zeros(8, dtype=torch.uint8)}
+    with pytest.raises(BadCheckpoint, match=message):
         from_data(data)

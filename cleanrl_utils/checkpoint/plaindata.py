@@ -130,7 +130,16 @@ def from_data(data, current=MISSING):
         return data["data"].numpy().tobytes()
     if kind == "array":
         raw = data["data"].numpy().tobytes()
-        return np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"]).copy()
+        try:
+            dtype = np.dtype(data["dtype"])
+        except TypeError:
+            raise BadCheckpoint(f"the checkpoint names an array of an unknown type, {data['dtype']!r}") from None
+        if dtype.hasobject:  # NumPy would refuse too, but with a traceback: this is a damaged or crafted file
+            raise BadCheckpoint(f"the checkpoint holds an array of Python objects ({dtype}), which it never writes")
+        try:
+            return np.frombuffer(raw, dtype=dtype).reshape(data["shape"]).copy()
+        except ValueError:
+            raise BadCheckpoint(f"the checkpoint's array of shape {data['shape']} does not fit its bytes") from None
     if kind == "scalar":
         return from_data(data["array"])[()]
     if kind == "dtype":

@@ -161,9 +161,9 @@ def made_by_envpool(envs):
 def restart_envs(envs, seed, iteration, script, why):
     """Where the checkpoint holds no environment state: the environments restart, seeded from `seed` (--seed) and the
     `iteration` the checkpoint finished where their reset takes a seed, and the run says so in one line, which names
-    the `script` and `why`; returns their first observations. EnvPool's reset accepts a seed and ignores it, and Isaac
-    Gym's takes none: both are seeded only when made (with --seed), so a resumed run of theirs is reproducible from the
-    checkpoint all the same."""
+    the `script` and `why`; returns their first observations. EnvPool's reset accepts a seed and ignores it, and the
+    Newton tasks' takes none: both are seeded only when made (with --seed), so a resumed run of theirs is reproducible
+    from the checkpoint all the same."""
     reset_seed = seed + envs.num_envs * iteration
     parameters = inspect.signature(envs.reset).parameters.values()
     seeded = any(p.name == "seed" or p.kind == p.VAR_KEYWORD for p in parameters)

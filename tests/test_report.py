@@ -111,7 +111,7 @@ def test_reference_columns(runs_dir, tmp_path):
 
 def test_reference_scores_data():
     reference = report.load_reference()
-    assert len(reference) == 34
+    assert len(reference) == 35
     assert all(entry["statistic"] in ("episodic_return", "episodic_length") for entry in reference.values())
     isaacgym = reference["ppo_continuous_action_isaacgym", "Ant"]
     assert report.reference_cells(isaacgym, METRIC) == ("3953.30 ± 667.09", "5873.05 (rl_games)")

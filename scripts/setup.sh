@@ -14,9 +14,18 @@ fail() {
     echo "setup: error: $*" >&2
     exit 2
 }
+# "3.11, 3.12 or 3.13" of the arguments 3.11 3.12 3.13
+either() {
+    if [ $# -le 1 ]; then
+        echo "${1:-}"
+        return
+    fi
+    local all=("$@")
+    local first="${all[*]:0:$#-1}"
+    echo "${first// /, } or ${all[-1]}"
+}
 read -r -a supported <<<"$(sed -n 's/^supported //p' requirements/pythons.txt)"
-supported_list="${supported[*]:0:${#supported[@]}-1}"
-supported_list="${supported_list// /, } or ${supported[-1]}"  # 3.11, 3.12 or 3.13
+supported_list="$(either "${supported[@]}")"
 
 skip_unavailable=0
 if [ "${1:-}" = "--skip-unavailable" ]; then
@@ -76,7 +85,12 @@ for group in "$@"; do
     elif [ "$skip_unavailable" = 1 ]; then
         echo "setup: leaving out the $group group, which does not install on Python $version: $why"
     else
-        fail "the $group group does not install on Python $version: $why; use Python ${supported[0]} for it (PYTHON=/path/to/python${supported[0]})"
+        elsewhere=()
+        for v in "${supported[@]}"; do
+            awk -v v="$v" -v g="$group" '$1 == "unavailable" && $2 == v && $3 == g { found = 1 } END { exit !found }' \
+                requirements/pythons.txt || elsewhere+=("$v")
+        done
+        fail "the $group group does not install on Python $version: $why; use Python $(either "${elsewhere[@]}") for it (PYTHON=/path/to/python${elsewhere[0]})"
     fi
 done
 files=(requirements/requirements.txt)

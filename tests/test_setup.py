@@ -118,7 +118,9 @@ def test_a_venv_of_another_python_than_asked_for_is_one_line_and_left_alone(proj
 def test_a_group_this_python_cannot_install_stops_before_anything_is_installed(project):
     """procgen on 3.13 (requirements/pythons.txt): one line naming the package without a build, no .venv made."""
     proc = setup(project, "dev", "procgen", python=standin(project, "python3.13", "3.13"))
-    assert_one_line_error(proc, "the procgen group does not install on Python 3.13", "procgen-mirror 0.10.7")
+    assert_one_line_error(
+        proc, "the procgen group does not install on Python 3.13", "procgen-mirror 0.10.7", "use Python 3.11 or 3.12"
+    )
     assert not (project / ".venv").exists()
     assert " -m " not in calls(project)
 

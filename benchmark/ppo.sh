@@ -128,12 +128,13 @@ python -m cleanrl_utils.benchmark \
 isaacgym_cpu() {
 # --8<-- [start:isaacgym_cpu]
 # Ant on a 2-core CPU: 2048 copies, the most steps a second measured there (about 5,000), one thread a run (two
-# threads contend and run several times slower), 180 iterations of 16 steps: 20 to 30 minutes a seed, one at a time
+# threads contend and run several times slower), 180 iterations of 16 steps: 21 to 23 minutes a seed with two runs
+# side by side, one core each (45 minutes for the three)
 python -m cleanrl_utils.benchmark \
     --env-ids Ant \
     --command "python cleanrl/ppo_continuous_action_isaacgym.py --no-cuda --num-envs 2048 --total-timesteps 5898240" \
     --num-seeds 3 \
-    --workers 1 \
+    --workers 2 \
     --threads-per-run 1
 # --8<-- [end:isaacgym_cpu]
 }

@@ -16,7 +16,16 @@ from grouping import (  # noqa: F401  (pytest finds hooks by their names here)
     pytest_pyfunc_call,
     pytest_xdist_make_scheduler,
 )
-from helpers import KIND_CACHE, MULTIGPU_RUN, ROOT, groups_unavailable_here, only_run_dir, run_torchrun, script_env
+from helpers import (
+    KIND_CACHE,
+    MULTIGPU_RUN,
+    PLAIN_RUNS,
+    ROOT,
+    groups_unavailable_here,
+    only_run_dir,
+    run_torchrun,
+    script_env,
+)
 
 # where JAX keeps its compiled programs for later processes (the jax_compilation_cache_dir option)
 JAX_CACHE = "JAX_COMPILATION_CACHE_DIR"
@@ -41,10 +50,12 @@ def session_folder(config, variable, prefix, **settings):
 
 def pytest_configure(config):
     """In the process pytest started (not in an xdist worker, which inherits it): a folder for the machine kinds
-    the session finds, so that each is found once (helpers.machine_kind), and one for JAX's compiled programs."""
+    the session finds, so that each is found once (helpers.machine_kind), one for the plain runs that several test
+    files read (helpers.plain_run), and one for JAX's compiled programs."""
     if hasattr(config, "workerinput"):
         return
     session_folder(config, KIND_CACHE, "pytest-kinds-")
+    session_folder(config, PLAIN_RUNS, "pytest-plain-runs-")
     # Many tests run a JAX script more than once with the same arguments (a run and its resumption, a run and its
     # repeat), and XLA would compile the same programs each time, about a quarter of a tiny run. Every JAX process of
     # the session keeps what it compiles in this folder, and the next one reads it from there. A size limit makes

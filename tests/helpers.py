@@ -1,12 +1,14 @@
 """What the tests share: running a script as a user would, and reading back what it logged."""
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib.abc
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -110,7 +112,7 @@ def run_as_main(script, *args, cwd, capfd):
     its folder first on sys.path, warnings shown as Python shows them by default, and every byte written to the
     standard streams, by Python or by a library's C code, is captured (capfd, pytest's file-descriptor capture).
     What the script changes of the process (the environment, the path, the folder) is put back. What importing a
-    script writes is checked in a process of its own (test_scripts.py::test_importing_has_no_side_effects).
+    script writes is checked in a process started for the imports (test_scripts.py::test_importing_has_no_side_effects).
     Returns a CompletedProcess as run_script does."""
     path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
     saved = dict(os.environ), sys.argv, list(sys.path), os.getcwd()
@@ -321,6 +323,34 @@ def without_cleanrl_utils_env(tmp_path, **extra):
     hidden = hiding_folder(Path(tmp_path) / "no_cleanrl_utils", "cleanrl_utils")
     pythonpath = os.pathsep.join(p for p in (str(hidden), extra.pop("PYTHONPATH", "")) if p)
     return script_env(PYTHONPATH=pythonpath, **extra)
+
+
+# a folder where the plain runs that tests in several files read are made once per test session, shared by its
+# pytest-xdist workers (conftest.py)
+PLAIN_RUNS = "CLEANRL_TESTS_PLAIN_RUNS"
+
+
+def plain_run(script, *args, **variables):
+    """The run folder of `python cleanrl/script args`, run as a user runs it but with cleanrl_utils nowhere to be
+    imported (without_cleanrl_utils_env) and the script's own environment `variables`. Several test files read the
+    same plain run (a script's tiny run: its same-seed repeat, a compiled sibling's first iteration, the default of
+    a flag), so it is made once per test session in the PLAIN_RUNS folder, by the first test that asks; a test that
+    asks while another worker makes it waits for it (a lock on the run's own folder). Only read it: it is shared.
+    Without that folder (outside a test session), made anew in a temporary folder."""
+    shared = os.environ.get(PLAIN_RUNS) or tempfile.mkdtemp(prefix="plain-run-")
+    what = json.dumps([str(script), [str(arg) for arg in args], sorted(variables.items())])
+    folder = Path(shared) / hashlib.sha256(what.encode()).hexdigest()[:16]
+    folder.mkdir(exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "made").exists():
+            for part in ("work", "hidden"):
+                shutil.rmtree(folder / part, ignore_errors=True)  # what a failed attempt left
+            (folder / "work").mkdir()
+            environment = without_cleanrl_utils_env(folder / "hidden", **variables)
+            run_script(script, *args, cwd=folder / "work", env=environment)
+            (folder / "made").write_text(what)
+    return only_run_dir(folder / "work")
 
 
 class MissingPackages(importlib.abc.MetaPathFinder):

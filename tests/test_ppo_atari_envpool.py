@@ -6,7 +6,8 @@ import gymnasium as gym
 import imageio.v2 as imageio
 import numpy as np
 import pytest
-from helpers import load_script, only_run_dir, read_scalars, run_script
+from helpers import load_script, only_run_dir, plain_run, read_scalars, run_script
+from test_scripts import TABLE
 
 envpool_script = load_script("ppo_atari_envpool")
 
@@ -132,13 +133,13 @@ def test_exclude_reset_steps_trains_on_fewer_steps_in_as_many_minibatches(tmp_pa
     """With the flag the update leaves out the reset steps (Breakout's random play loses lives within 128 steps), in
     the same number of minibatches, none empty: every loss is a number, and differs from the default run's, whose
     minibatches are the reference's slices of the whole batch (its numbers are checked by test_conformance.py)."""
-    tiny = ["--env-id", "Breakout-v5", "--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512"]
+    # the tiny run of test_scripts.py, whose default is made once for both (helpers.plain_run)
+    tiny = next(script for script in TABLE if script.name == "ppo_atari_envpool")
+    run_script("ppo_atari_envpool.py", *tiny.args, "--exclude-reset-steps", cwd=tmp_path)
+    runs = {"--exclude-reset-steps": only_run_dir(tmp_path), "default": plain_run("ppo_atari_envpool.py", *tiny.args)}
     losses = {}
-    for flag in ("--no-exclude-reset-steps", "--exclude-reset-steps"):
-        cwd = tmp_path / flag
-        cwd.mkdir()
-        run_script("ppo_atari_envpool.py", *tiny, flag, cwd=cwd)
-        scalars = read_scalars(only_run_dir(cwd))
-        losses[flag] = [value for tag in ("losses/value_loss", "losses/policy_loss") for _, value in scalars[tag]]
-        assert len(losses[flag]) == 4 and np.all(np.isfinite(losses[flag])), losses[flag]
-    assert losses["--exclude-reset-steps"] != losses["--no-exclude-reset-steps"]
+    for name, run_dir in runs.items():
+        scalars = read_scalars(run_dir)
+        losses[name] = [value for tag in ("losses/value_loss", "losses/policy_loss") for _, value in scalars[tag]]
+        assert len(losses[name]) == 2 * len(tiny.sps_steps) and np.all(np.isfinite(losses[name])), losses[name]
+    assert losses["--exclude-reset-steps"] != losses["default"]

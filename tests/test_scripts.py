@@ -23,16 +23,15 @@ from helpers import (
     assert_user_error,
     check_smoke_run,
     fake_hub_env,
-    hiding_folder,
     load_script,
     only_run_dir,
     packages_hidden,
+    plain_run,
     read_scalars,
     run_as_main,
     run_python,
     run_script,
     script_env,
-    without_cleanrl_utils_env,
 )
 
 TESTS = Path(__file__).parent
@@ -201,34 +200,80 @@ def video_files(cwd, folder):
 
 # ---- importing ----------------------------------------------------------------------------------------------
 
-# Imports a script in a process that refuses to make environments, from an empty folder: nothing may be made,
-# printed or written.
+# Imports every script, one after another, in one process that refuses to make environments, from an empty folder:
+# nothing may be made, printed or written. What each import printed (at the level of the file descriptors, so that
+# a library's C code is caught too), wrote or raised goes to the JSON file named by the first argument. One process
+# for all of them, since each would spend most of its time importing the same libraries: a library that prints or
+# writes when first imported still fails the test of the script that imported it first, and only that one.
 IMPORT_ONLY = """
+import json
+import os
 import sys
+import tempfile
+import traceback
+
 import gymnasium
 
 def refuse(*args, **kwargs):
     raise AssertionError("importing the script made an environment")
 
 gymnasium.make = gymnasium.make_vec = gymnasium.vector.SyncVectorEnv.__init__ = refuse
-if "envpool" in open(sys.argv[1]).read():
+report, folder, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+if any("envpool" in open(os.path.join(folder, name + ".py")).read() for name in names):
     import envpool
 
     envpool.make = refuse
 from cleanrl_utils.scripts import load_script
 
-load_script(sys.argv[2], sys.argv[3])
+found = {}
+for name in names:
+    captured = {}
+    kept = {}
+    for fd in (1, 2):
+        captured[fd] = tempfile.TemporaryFile()
+        kept[fd] = os.dup(fd)
+        os.dup2(captured[fd].fileno(), fd)
+    error = None
+    before = set(os.listdir("."))
+    try:
+        load_script(name, folder)
+    except BaseException:
+        error = traceback.format_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd in (1, 2):
+        os.dup2(kept[fd], fd)
+        os.close(kept[fd])
+        captured[fd].seek(0)
+        captured[fd] = captured[fd].read().decode(errors="replace")
+    written = sorted(set(os.listdir(".")) - before)
+    found[name] = {"stdout": captured[1], "stderr": captured[2], "error": error, "written": written}
+with open(report, "w") as file:
+    json.dump(found, file)
 """
 
 
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """{script name: what importing it printed, raised and left in the folder} (IMPORT_ONLY), with the environment
+    variables of every script that sets one (XLA's threads; PettingZoo's short games change no import)."""
+    cwd = tmp_path_factory.mktemp("import_only")
+    report = cwd.parent / f"{cwd.name}.json"
+    variables = {}
+    for script in TABLE:
+        variables.update({name: value for name, value in script.env.items() if name != "PYTHONPATH"})
+    env = script_env(PYTHONPATH=str(ROOT), **variables)
+    names = [script.name for script in TABLE]
+    run_python("-c", IMPORT_ONLY, report, SCRIPTS, *names, cwd=cwd, env=env, timeout=600)
+    return json.loads(report.read_text())
+
+
 @pytest.mark.parametrize("script", TABLE, ids=str)
-def test_importing_has_no_side_effects(script, tmp_path):
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    env = script_run_env(script, ROOT)
-    proc = run_python("-c", IMPORT_ONLY, SCRIPTS / script.file, script.name, SCRIPTS, cwd=cwd, env=env, timeout=300)
-    assert proc.stdout == proc.stderr == ""
-    assert list(cwd.iterdir()) == []
+def test_importing_has_no_side_effects(script, imported):
+    found = imported[script.name]
+    assert found["error"] is None, found["error"]
+    assert found["stdout"] == found["stderr"] == ""
+    assert found["written"] == []
 
 
 @pytest.mark.parametrize("script", TABLE, ids=str)
@@ -277,13 +322,9 @@ OFFERED = [
 def run_stopped_early(script, args, cwd, capfd, path=None, hidden=()):
     """Runs a script (from cleanrl/, or from `path`) that should stop before any work, the packages `hidden` missing
     as if not installed: in this process (helpers.run_as_main, helpers.packages_hidden), where its imports are made
-    already; but where the script runs with a path of its own (PettingZoo's short games), in a process of its own,
-    the packages hidden by a folder beside `cwd` (helpers.hiding_folder)."""
+    already. A script's own variables (PettingZoo's short games) shape only the games it plays, and it stops before
+    making any."""
     path = path or SCRIPTS / script.file
-    if "PYTHONPATH" in script.env:
-        folders = [hiding_folder(cwd.parent / "hidden", *hidden)] if hidden else []
-        env = script_run_env(script, *folders)
-        return run_script(path, *args, cwd=cwd, check=False, timeout=300, env=env)
     with packages_hidden(*hidden):
         return run_as_main(path, *args, cwd=cwd, capfd=capfd)
 
@@ -409,15 +450,11 @@ def copied_run(script, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def repeated_run(script, tmp_path_factory):
+def repeated_run(script):
     """The same training from this repository's cleanrl/, without saving, evaluating or recording, and with
-    cleanrl_utils nowhere to be imported: a second run of the same seed, for test_same_seed_logs_identical_scalars.
-    Returns its run folder."""
-    cwd = tmp_path_factory.mktemp(f"{script}_repeated")
-    env = without_cleanrl_utils_env(cwd / "hidden", **script.env)
-    (cwd / "work").mkdir()
-    run_script(script.file, *script.args, cwd=cwd / "work", env=env)
-    return only_run_dir(cwd / "work")
+    cleanrl_utils nowhere to be imported (helpers.plain_run, which other test files read too): a second run of the
+    same seed, for test_same_seed_logs_identical_scalars. Returns its run folder."""
+    return plain_run(script.file, *script.args, **script.env)
 
 
 def test_copied_alone_trains_logs_every_metric_saves_and_evaluates(script, copied_run):

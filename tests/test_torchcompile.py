@@ -22,6 +22,7 @@ from helpers import (
     SCRIPTS,
     assert_user_error,
     only_run_dir,
+    plain_run,
     read_scalars,
     run_as_main,
     run_script,
@@ -44,13 +45,10 @@ def first_iteration(run_dir):
 
 
 @pytest.mark.parametrize("parent", SIBLINGS)
-def test_the_first_iteration_logs_the_parents_figures(parent, tmp_path):
+def test_the_first_iteration_logs_the_parents_figures(parent):
     args = SIBLINGS[parent]
-    runs = {}
-    for name in (parent, f"{parent}_torchcompile"):
-        (tmp_path / name).mkdir()
-        run_script(f"{name}.py", *args, cwd=tmp_path / name, env=script_env())
-        runs[name] = only_run_dir(tmp_path / name)
+    # the sibling's run is its same-seed repeat in test_scripts.py, made once for both (helpers.plain_run)
+    runs = {name: plain_run(f"{name}.py", *args) for name in (parent, f"{parent}_torchcompile")}
     theirs = first_iteration(runs[parent])
     ours = first_iteration(runs[f"{parent}_torchcompile"])
     assert ours.keys() == theirs.keys()

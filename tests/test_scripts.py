@@ -264,7 +264,10 @@ def imported(tmp_path_factory):
         variables.update({name: value for name, value in script.env.items() if name != "PYTHONPATH"})
     env = script_env(PYTHONPATH=str(ROOT), **variables)
     names = [script.name for script in TABLE]
-    run_python("-c", IMPORT_ONLY, report, SCRIPTS, *names, cwd=cwd, env=env, timeout=600)
+    proc = run_python("-c", IMPORT_ONLY, report, SCRIPTS, *names, cwd=cwd, env=env, timeout=600)
+    # what the process wrote outside every script's import: gymnasium's and EnvPool's imports, its exit
+    assert proc.stdout == proc.stderr == "", f"printed outside the scripts' imports:\n{proc.stdout}{proc.stderr}"
+    assert list(cwd.iterdir()) == [], "written outside the scripts' imports"
     return json.loads(report.read_text())
 
 
